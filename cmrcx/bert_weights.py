@@ -1,7 +1,9 @@
 """BERT weights between cmrcx (Flax) and HuggingFace / Google TF checkpoints.
 
 One table, `weight_table(config)`, pairs every cmrcx encoder parameter with its
-HuggingFace name and a layout rule. Google's TF names are first rewritten into
+HuggingFace name and a layout rule. The table names layer i `layer_i`; the model
+holds the layers stacked under `layers` ([num_layers, ...]), and
+`stack_layers`/`unstack_layers` convert between the two. Google's TF names are first rewritten into
 HuggingFace names (`tf_to_hf_name`), so both formats share the table, and
 exporting back to HuggingFace is the same table read the other way.
 
@@ -196,7 +198,31 @@ def encoder_params(hf_tensors: Mapping[str, np.ndarray], config: BertConfig, sou
             if names:
                 lines.append(f"  {what} ({len(names)}): " + ", ".join(names))
         raise WeightError("\n".join(lines))
+    return stack_layers(params, config.num_layers)
+
+
+def stack_layers(params: Mapping, num_layers: int) -> dict:
+    """{"layer_0": tree, ..., "layer_{n-1}": tree} -> {"layers": tree of [n, ...] arrays}."""
+    params = dict(params)
+    layers = [params.pop(f"layer_{i}") for i in range(num_layers)]
+    params["layers"] = _tree_map(lambda *xs: np.stack(xs), *layers)
     return params
+
+
+def unstack_layers(params: Mapping, num_layers: int) -> dict:
+    """The inverse of `stack_layers`."""
+    params = dict(params)
+    stacked = params.pop("layers")
+    for i in range(num_layers):
+        params[f"layer_{i}"] = _tree_map(lambda x, i=i: np.asarray(x[i]), stacked)
+    return params
+
+
+def _tree_map(fn, *trees):
+    """Maps over nested dicts of arrays (numpy only: no JAX needed to convert)."""
+    if isinstance(trees[0], Mapping):
+        return {key: _tree_map(fn, *(tree[key] for tree in trees)) for key in trees[0]}
+    return fn(*trees)
 
 
 def _expected_shape(entry: Entry, config: BertConfig) -> tuple[int, ...]:
@@ -225,6 +251,7 @@ def _expected_shape(entry: Entry, config: BertConfig) -> tuple[int, ...]:
 
 def hf_tensors(params: Mapping, config: BertConfig) -> Iterator[tuple[str, np.ndarray]]:
     """cmrcx `params["bert"]` -> (HF name, torch-layout float32 tensor) pairs."""
+    params = unstack_layers(params, config.num_layers)
     for entry in weight_table(config):
         node = params
         for key in entry.path:

@@ -13,7 +13,9 @@ import json
 import os
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
 from cmrcx.models.bert import BertConfig
 
@@ -21,7 +23,12 @@ MODEL_CONFIG_FILE = "model_config.json"
 
 
 class TrainCheckpoints:
-    """Periodic, atomic, keep-N checkpoints of a TrainState."""
+    """Periodic, atomic, keep-N checkpoints of a TrainState.
+
+    Multi-host: every process calls `save`/`restore` with the same step; each
+    writes its own shards into the one shared directory and orbax's primary
+    process (0) commits the step (tests/test_multihost.py).
+    """
 
     def __init__(self, model_dir: str, keep: int = 3, save_every: int = 1000):
         self.directory = os.path.join(os.path.abspath(model_dir), "checkpoints")
@@ -72,8 +79,27 @@ def read_model_config(export_dir: str) -> BertConfig:
 
 
 def load_params(export_dir: str, abstract_params):
-    """Parameters of an export, restored into the shapes/shardings of `abstract_params`."""
+    """Parameters of an export, restored into the shapes/shardings of `abstract_params`.
+
+    `abstract_params` None: numpy arrays on the host, whatever devices saved them.
+    """
     path = os.path.join(os.path.abspath(export_dir), "params")
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path} not found: {export_dir} holds no exported parameters")
+    if abstract_params is None:
+        return restore_numpy(path)
     return ocp.StandardCheckpointer().restore(path, abstract_params)
+
+
+def restore_numpy(path: str):
+    """An orbax PyTree checkpoint (e.g. `checkpoints/<step>/default`) as numpy arrays.
+
+    Without a target, orbax would rebuild the saved shardings, which fails when
+    the saving devices are gone (an export from a 2-host run, loaded on 1 CPU).
+    """
+    # The handler's metadata, not the checkpointer's: an item directory has no
+    # step metadata file of its own, and orbax would warn about that.
+    tree = ocp.PyTreeCheckpointHandler().metadata(epath.Path(path)).tree
+    checkpointer = ocp.PyTreeCheckpointer()
+    as_numpy = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
+    return checkpointer.restore(path, args=ocp.args.PyTreeRestore(restore_args=as_numpy))

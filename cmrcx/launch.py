@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import gin
 
 from cmrcx.models.bert import BertConfig
-from cmrcx.partitioning import DEFAULT_RULES
+from cmrcx.partitioning import RULE_SETS
 
 PACKAGE_PREFIX = "cmrcx:"
 
@@ -80,7 +80,15 @@ def parse_flags(
 
 def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
     """Parses gin files (bare names from the bundled directory) and bindings."""
-    gin.add_config_file_search_path(gin_configs_dir())
+    # The bundled directory is searched before the working directory (gin's ''
+    # prefix). Otherwise a `runs/` or `models/` folder in the working directory
+    # (MODEL_DIR='runs/x' makes one) shadows `include 'runs/...'`, and gin's
+    # package-resource reader crashes on it as a namespace package (gin 0.5).
+    # gin has no public call to put a search path first.
+    prefixes = gin.config._LOCATION_PREFIXES
+    if gin_configs_dir() in prefixes:
+        prefixes.remove(gin_configs_dir())
+    prefixes.insert(0, gin_configs_dir())
     files = []
     for name in gin_files:
         if os.path.isfile(name):
@@ -123,6 +131,7 @@ class RunConfig:
     train_split: str = "train"
     eval_split: str = "validation"
     batch_size: int = 24  # windows per optimizer step, global (paper: 24)
+    grad_accum_steps: int = 1  # the step's batch in this many sequential micro-batches
     eval_batch_size: int = 32
     num_epochs: float = 3.0  # over training windows (paper: 3)
     num_train_steps: int | None = None  # overrides num_epochs when set
@@ -132,7 +141,8 @@ class RunConfig:
     max_grad_norm: float = 1.0
     seed: int = 0  # parameters, dropout and data order
     mesh_shape: tuple[int, int] = (-1, 1)  # (data, model); -1 takes the rest
-    logical_rules: tuple = DEFAULT_RULES
+    partitioning: str = "data"  # rule set: data | fsdp | tensor (cmrcx.partitioning)
+    logical_rules: tuple | None = None  # an explicit rules table; overrides `partitioning`
     log_every: int = 10  # steps between metric lines
     save_every: int = 500  # steps between checkpoints (the last step is always saved)
     keep_checkpoints: int = 3
@@ -163,6 +173,15 @@ class RunConfig:
                 "DATA_DIR is not set: add --gin.DATA_DIR=\"'DIR'\" with the official files "
                 "cmrc2019_train.json / cmrc2019_dev.json (https://github.com/ymcui/cmrc2019)"
             )
+        if run.partitioning not in RULE_SETS:
+            raise ConfigError(
+                f"RunConfig.partitioning {run.partitioning!r}: use one of {', '.join(RULE_SETS)}"
+            )
+        if run.grad_accum_steps < 1 or run.batch_size % run.grad_accum_steps:
+            raise ConfigError(
+                f"RunConfig.batch_size {run.batch_size} does not split into "
+                f"grad_accum_steps {run.grad_accum_steps} equal micro-batches"
+            )
         if run.train_split == "test":
             raise ConfigError("train_split 'test' (cmrc2019_qualify.json) has no answers")
         if run.vocab_file is None:
@@ -177,9 +196,9 @@ class RunConfig:
 def prepare_process() -> None:
     """Per-process start-up: keep TensorFlow off accelerators; join a multi-host job.
 
-    jax.distributed.initialize() runs when the environment describes a cluster
-    (JAX_COORDINATOR_ADDRESS, or a TPU pod / SLURM job that JAX detects itself
-    when CMRCX_DISTRIBUTED=1).
+    jax.distributed.initialize() runs when the environment describes a cluster:
+    JAX_COORDINATOR_ADDRESS (host:port) with JAX_NUM_PROCESSES and JAX_PROCESS_ID,
+    or CMRCX_DISTRIBUTED=1 on a TPU pod / SLURM job that JAX detects itself.
     """
     import tensorflow as tf
 
@@ -187,7 +206,14 @@ def prepare_process() -> None:
     if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("CMRCX_DISTRIBUTED") == "1":
         import jax
 
-        jax.distributed.initialize()
+        # JAX reads the coordinator address itself, but the process count and id
+        # only on clusters it detects (SLURM, TPU, Open MPI, k8s); elsewhere they
+        # come from JAX_NUM_PROCESSES / JAX_PROCESS_ID (the names orbax's launcher uses).
+        count, index = os.environ.get("JAX_NUM_PROCESSES"), os.environ.get("JAX_PROCESS_ID")
+        jax.distributed.initialize(
+            num_processes=int(count) if count else None,
+            process_id=int(index) if index else None,
+        )
 
 
 def run_config_from_gin() -> RunConfig:

@@ -1,8 +1,8 @@
 """Device mesh and the one table mapping logical axis names to mesh axes.
 
 Models name their axes (`('vocab', 'embed')`, `('embed', 'heads', 'kv')`); this
-module alone decides where they live. Rule sets are data, chosen by gin at the
-entry point (`LOGICAL_RULES`).
+module alone decides where they live. Rule sets are data (`RULE_SETS`: data,
+fsdp, tensor), chosen by name in gin (`RunConfig.partitioning`).
 """
 
 from __future__ import annotations
@@ -17,21 +17,40 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 MESH_AXES = ("data", "model")
 
-# Data parallel over `data`, tensor parallel (heads, MLP, vocab) over `model`.
-# With a model axis of size 1 this is plain data parallelism.
-DEFAULT_RULES: tuple[tuple[str, str | None], ...] = (
-    ("batch", "data"),
-    ("length", None),
-    ("vocab", "model"),
-    ("embed", None),
-    ("embed_out", None),
-    ("mlp", "model"),
-    ("heads", "model"),
-    ("kv", None),
-    ("position", None),
-    ("token_type", None),
-    ("cloze_out", None),
-)
+# Every logical axis the models use, unsharded.
+_LOGICAL_AXES = (
+    "batch", "length", "vocab", "embed", "embed_out", "mlp", "heads", "kv",
+    "position", "token_type", "cloze_out", "layers",
+)  # fmt: skip
+
+
+def _rules(**sharded: str) -> tuple[tuple[str, str | None], ...]:
+    return tuple((axis, sharded.get(axis)) for axis in _LOGICAL_AXES)
+
+
+# The rule sets, chosen by name (RunConfig.partitioning). A rule maps a logical
+# axis to a mesh axis; flax gives each array dimension the first rule whose mesh
+# axis is still free in that array, so under `fsdp` an activation
+# ("batch", "length", "embed") puts batch on `data` and leaves embed whole.
+RULE_SETS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    # Examples split over `data`; every parameter whole on every device.
+    "data": _rules(batch="data"),
+    # Also parameters and optimizer state split over `data` along their embed
+    # (hidden) dimension: per-device state shrinks by the data-axis size, and
+    # XLA gathers each layer's weights when it needs them (ZeRO-3 / FSDP).
+    "fsdp": _rules(batch="data", embed="data"),
+    # Megatron-style tensor parallelism: attention heads, the MLP's inner
+    # dimension and the vocabulary split over `model`, examples over `data`.
+    "tensor": _rules(batch="data", heads="model", mlp="model", vocab="model"),
+}
+DEFAULT_RULES = RULE_SETS["data"]
+
+
+def logical_rules(name: str) -> tuple[tuple[str, str | None], ...]:
+    """The rule set called `name` (data | fsdp | tensor)."""
+    if name not in RULE_SETS:
+        raise ValueError(f"partitioning {name!r}: use one of {', '.join(RULE_SETS)}")
+    return RULE_SETS[name]
 
 
 def make_mesh(mesh_shape: Sequence[int] = (-1, 1), devices=None) -> Mesh:
@@ -63,10 +82,25 @@ def state_shardings(abstract_boxed_state, mesh: Mesh, rules=DEFAULT_RULES):
     return nn.logical_to_mesh_sharding(specs, mesh, rules)
 
 
-def batch_sharding(mesh: Mesh) -> NamedSharding:
-    """Examples split over the `data` axis, everything else replicated."""
-    return NamedSharding(mesh, PartitionSpec("data"))
+def batch_sharding(mesh: Mesh, leading_axes: int = 0) -> NamedSharding:
+    """Examples split over the `data` axis, everything else replicated.
+
+    leading_axes: unsplit axes before the example axis ([micro_batch, batch, ...]: 1).
+    """
+    return NamedSharding(mesh, PartitionSpec(*[None] * leading_axes, "data"))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
+
+
+def bytes_per_device(shaped_tree) -> int:
+    """Bytes one device holds of a tree of sharded arrays or ShapeDtypeStructs.
+
+    With even splits every device holds the same; this is device 0's share.
+    """
+    total = 0
+    for leaf in jax.tree.leaves(shaped_tree):
+        shape = leaf.sharding.shard_shape(leaf.shape) if leaf.sharding else leaf.shape
+        total += math.prod(shape) * np.dtype(leaf.dtype).itemsize
+    return total

@@ -60,8 +60,9 @@ class Cmrc2019Runner:
             ),
             self.mesh,
             self._example_batch(),
-            rules=run.logical_rules,
+            rules=run.logical_rules or partitioning.logical_rules(run.partitioning),
             seed=run.seed,
+            grad_accum_steps=run.grad_accum_steps,
         )
         self.checkpoints = checkpoints.TrainCheckpoints(
             run.model_dir, keep=run.keep_checkpoints, save_every=run.save_every
@@ -132,8 +133,11 @@ class Cmrc2019Runner:
         run, state = self.run, self.initial_state()
         start = int(jax.device_get(state.step))
         end = min(self.num_train_steps, stop_at or self.num_train_steps)
+        # Every host reads the same global batch and feeds its rows: the data, and
+        # so the losses, do not depend on the number of hosts.
+        shard = input_pipeline.host_shard(self.trainer.batch_sharding, run.batch_size)
         batches = input_pipeline.train_batches(
-            self.train_task, run.train_split, run.batch_size, TRAIN_KEYS, run.seed, start
+            self.train_task, run.train_split, run.batch_size, TRAIN_KEYS, run.seed, start, shard
         )
         sums, losses = None, []
         progress = tqdm(
@@ -169,12 +173,14 @@ class Cmrc2019Runner:
             require_split(self.run.data_dir, split), require_answers=split != "test"
         )
         table = evaluation.BlankLogitTable()
+        shard = input_pipeline.host_shard(self.trainer.batch_sharding, self.run.eval_batch_size)
         batches = input_pipeline.eval_batches(
-            self.score_task, split, self.run.eval_batch_size, SCORE_KEYS
+            self.score_task, split, self.run.eval_batch_size, SCORE_KEYS, shard
         )
         for device_batch, host_batch in tqdm(
             batches, desc=f"eval {split}", disable=jax.process_index() != 0
         ):
+            # This host's rows go in; the whole batch's logits come back on every host.
             logits = self.trainer.score(state.params, device_batch)
             table.add(logits[: len(host_batch["input_ids"])], host_batch)
         table.check_complete()

@@ -78,10 +78,23 @@ class Trainer:
         example_batch: dict,
         rules=partitioning.DEFAULT_RULES,
         seed: int = 0,
+        grad_accum_steps: int = 1,
     ):
-        """example_batch: numpy arrays of the training batch shape (values unused)."""
+        """example_batch: numpy arrays of the training batch shape (values unused).
+
+        grad_accum_steps: the batch is split into this many micro-batches whose
+        gradients are summed before the one optimizer update (same update as
+        the whole batch at once, at a fraction of the activation memory).
+        """
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
-        self.seed = seed
+        self.seed, self.grad_accum_steps = seed, grad_accum_steps
+        batch_size = len(next(iter(example_batch.values())))
+        data_size = mesh.shape["data"]
+        if batch_size % (grad_accum_steps * data_size):
+            raise ValueError(
+                f"batch {batch_size} does not split into {grad_accum_steps} micro-batches "
+                f"over {data_size} data-parallel devices"
+            )
         self._example = {
             k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in example_batch.items()
         }
@@ -93,6 +106,7 @@ class Trainer:
             self.state_shardings,
         )
         self.batch_sharding = partitioning.batch_sharding(mesh)
+        self._micro_batch_sharding = partitioning.batch_sharding(mesh, leading_axes=1)
         replicated = partitioning.replicated(mesh)
         self._train_step = jax.jit(
             self._train_step_fn,
@@ -103,7 +117,8 @@ class Trainer:
         self._score_step = jax.jit(
             model.score_batch,
             in_shardings=(self.state_shardings.params, self.batch_sharding),
-            out_shardings=self.batch_sharding,
+            # Replicated, so every host can read all scores ([batch, blanks]: small).
+            out_shardings=replicated,
         )
 
     def _init_boxed(self, rng: jax.Array) -> TrainState:
@@ -122,15 +137,41 @@ class Trainer:
 
     def _train_step_fn(self, state: TrainState, batch: dict):
         dropout_rng = jax.random.fold_in(jax.random.key(self.seed + 1), state.step)
-
-        def mean_loss(params):
-            loss_sum, metrics = self.model.loss_fn(params, batch, dropout_rng)
-            return loss_sum / jnp.maximum(metrics["examples"], 1.0), metrics
-
-        grads, metrics = jax.grad(mean_loss, has_aux=True)(state.params)
+        grad_sums, metrics = self._summed_grads(state.params, batch, dropout_rng)
+        # Mean over the step's real examples, however they were split.
+        grads = jax.tree.map(lambda g: g / jnp.maximum(metrics["examples"], 1.0), grad_sums)
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+    def _summed_grads(self, params, batch: dict, dropout_rng: jax.Array):
+        """Gradients of the summed loss, and metric sums, over the whole batch."""
+        sum_grads = jax.grad(self.model.loss_fn, has_aux=True)
+        if self.grad_accum_steps == 1:
+            return sum_grads(params, batch, dropout_rng)
+        micro_batches = jax.tree.map(self._split_micro_batches, batch)
+
+        def accumulate(carry, micro):
+            index, micro_batch = micro
+            grads, metrics = sum_grads(params, micro_batch, jax.random.fold_in(dropout_rng, index))
+            return jax.tree.map(jnp.add, carry, (grads, metrics)), None
+
+        first = jax.tree.map(lambda x: x[0], micro_batches)
+        shapes = jax.eval_shape(sum_grads, params, first, dropout_rng)
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        indices = jnp.arange(self.grad_accum_steps)
+        (grads, metrics), _ = jax.lax.scan(accumulate, zeros, (indices, micro_batches))
+        return grads, metrics
+
+    def _split_micro_batches(self, value: jax.Array) -> jax.Array:
+        """[batch, ...] -> [k, batch / k, ...]; micro-batch j holds rows j, j + k, ...
+
+        Strided rather than contiguous rows, so each micro-batch stays split over
+        every data-parallel device instead of living on a few of them.
+        """
+        k = self.grad_accum_steps
+        split = value.reshape(value.shape[0] // k, k, *value.shape[1:]).swapaxes(0, 1)
+        return jax.lax.with_sharding_constraint(split, self._micro_batch_sharding)
 
     def device_batch(self, batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
         """Host numpy batch -> global arrays split over the `data` mesh axis."""

@@ -1,9 +1,11 @@
-"""Eval batches are padded and masked, never dropped; train order depends on seed only."""
+"""Eval batches are padded and masked, never dropped; train order depends on seed only;
+the batches do not depend on the number of hosts."""
 
 import numpy as np
 import pytest
+import seqio
 
-from cmrcx import input_pipeline
+from cmrcx import input_pipeline, partitioning
 from cmrcx.launch import package_path
 from cmrcx.runner import SCORE_KEYS, TRAIN_KEYS
 from cmrcx.tasks import cmrc2019
@@ -43,3 +45,48 @@ def test_train_order_is_a_function_of_seed_and_step(tasks):
     run = first(0, 0, 5)
     np.testing.assert_array_equal(first(0, 2), run[2:5])  # resume skips exactly
     assert not np.array_equal(first(1, 0)[0], run[0])  # another seed, another order
+
+
+def test_hosts_rows_make_the_one_host_batch(tasks):
+    """Any host count sees the same global batches: host i feeds rows block i."""
+    training, scoring = tasks
+
+    def train(shard, n=2):
+        it = input_pipeline.train_batches(training, "train", 4, TRAIN_KEYS, 0, 1, shard)
+        return [next(it) for _ in range(n)]
+
+    whole = train(None)
+    parts = [train(seqio.ShardInfo(index=i, num_shards=4)) for i in range(4)]
+    for step, batch in enumerate(whole):
+        for key, value in batch.items():
+            rows = np.concatenate([part[step][key] for part in parts])
+            np.testing.assert_array_equal(rows, value, err_msg=key)
+
+    def evaluate(shard):
+        return list(input_pipeline.eval_batches(scoring, "validation", 6, SCORE_KEYS, shard))
+
+    whole = evaluate(None)
+    parts = [evaluate(seqio.ShardInfo(index=i, num_shards=2)) for i in range(2)]
+    assert len(parts[0]) == len(parts[1]) == len(whole)  # every host runs every step
+    for (device, host), (first, host_0), (second, _) in zip(whole, *parts, strict=True):
+        assert first["input_ids"].shape[0] == 3
+        np.testing.assert_array_equal(host_0["input_ids"], host["input_ids"])  # all real rows
+        for key, value in device.items():
+            np.testing.assert_array_equal(np.concatenate([first[key], second[key]]), value)
+
+
+def test_shard_of_rows():
+    assert input_pipeline.shard_of_rows([(0, 8)], 8) == seqio.ShardInfo(0, 1)
+    assert input_pipeline.shard_of_rows([(4, 6), (6, 8)], 8) == seqio.ShardInfo(1, 2)
+    assert input_pipeline.shard_of_rows([(2, 3)], 8) == seqio.ShardInfo(2, 8)
+    for rows in ([(0, 2), (4, 6)], [(0, 3)], [(1, 3)]):  # a gap; uneven; off the grid
+        with pytest.raises(ValueError, match="not one block"):
+            input_pipeline.shard_of_rows(rows, 8)
+    with pytest.raises(ValueError, match="does not split over 2 hosts"):
+        input_pipeline.host_rows(7, seqio.ShardInfo(0, 2))
+
+
+def test_one_process_holds_every_row():
+    mesh = partitioning.make_mesh((-1, 1))
+    sharding = partitioning.batch_sharding(mesh)
+    assert input_pipeline.host_shard(sharding, 8) == seqio.ShardInfo(index=0, num_shards=1)

@@ -31,6 +31,18 @@ def test_bare_gin_names_resolve_to_bundled_configs_with_includes():
     assert os.path.isfile(run.vocab_file)
 
 
+def test_includes_ignore_runs_and_models_folders_in_the_working_directory(tmp_path, monkeypatch):
+    """A run directory like runs/x (from MODEL_DIR='runs/x') must not shadow the includes."""
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "bert_tiny.gin").write_text("RunConfig.seed = 99\n")
+    monkeypatch.chdir(tmp_path)
+    launch.parse_gin(["cmrc2019_tiny.gin"], ["MODEL_DIR = 'runs/tiny'"])
+    run = launch.run_config_from_gin()
+    assert run.model.hidden_size == 128 and run.seed == 0
+    assert run.model_dir == str(tmp_path / "runs" / "tiny")
+
+
 def test_paper_config_values():
     """cmrc2019_bert.gin: the paper's hyper-parameters (3 epochs, 3e-5, 512, 24)."""
     launch.parse_gin(["cmrc2019_bert.gin"], [])

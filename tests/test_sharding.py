@@ -1,4 +1,4 @@
-"""Same losses on 1 device and on 8 simulated CPU devices, in every mesh shape.
+"""Same losses on 1 device and on 8 simulated CPU devices, in every mesh and rule set.
 
 The mesh needs XLA_FLAGS set before JAX starts, so the training runs in a child
 process; it prints the per-step losses of each mesh as JSON.
@@ -16,7 +16,9 @@ CHILD = textwrap.dedent(
     """
     import json
     import jax
+    import flax.linen as nn
     import numpy as np
+    from flax.traverse_util import flatten_dict
     from cmrcx import partitioning
     from cmrcx.cloze_model import ClozeModel
     from cmrcx.models.bert import BertConfig
@@ -37,20 +39,57 @@ CHILD = textwrap.dedent(
                 "target_blank": rng.integers(0, 3, [batch_size]).astype(np.int32),
                 "example_mask": np.ones([batch_size], np.int32)}
     batches = [batch() for _ in range(3)]
+
+    def expected_bytes(logical_specs, shapes, split):
+        # Per-device bytes if each array is divided by split(its logical axis names).
+        specs = flatten_dict(logical_specs)
+        return sum(leaf.size * leaf.dtype.itemsize // split(tuple(specs[path] or ()))
+                   for path, leaf in flatten_dict(shapes).items())
+
+    # Each rule set's promise, written out by hand: what divides each parameter.
+    splits = {
+        "data": lambda axes, data, model: 1,
+        "fsdp": lambda axes, data, model: data if "embed" in axes else 1,
+        "tensor": lambda axes, data, model: model if {"heads", "mlp", "vocab"} & set(axes) else 1,
+    }
     results = {}
-    for shape in [(1, 1), (8, 1), (4, 2)]:
+    for name, rules, shape, accum in [
+        ("1x1", "data", (1, 1), 1),
+        ("data 8x1", "data", (8, 1), 1),
+        ("data 4x2", "data", (4, 2), 1),
+        ("fsdp 8x1", "fsdp", (8, 1), 1),
+        ("tensor 2x4", "tensor", (2, 4), 1),
+        ("1x1 accum 2", "data", (1, 1), 2),
+        ("fsdp 4x2 accum 2", "fsdp", (4, 2), 2),
+    ]:
         devices = jax.devices()[: shape[0] * shape[1]]
         mesh = partitioning.make_mesh(shape, devices)
         trainer = Trainer(ClozeModel(config), adamw_with_warmup(1e-3, 10), mesh,
-                          batches[0], seed=0)
+                          batches[0], rules=partitioning.logical_rules(rules), seed=0,
+                          grad_accum_steps=accum)
         state = trainer.init_state()
         losses = []
         for b in batches:
             state, metrics = trainer.train_step(state, b)
             metrics = jax.device_get(metrics)
             losses.append(float(metrics["loss_sum"] / metrics["examples"]))
-        spec = trainer.state_shardings.params["bert"]["layer_0"]["attention"]["query"]["kernel"]
-        results["x".join(map(str, shape))] = {"losses": losses, "query_spec": str(spec.spec)}
+        params = trainer.abstract_state.params
+        boxed = jax.eval_shape(trainer._init_boxed, jax.random.key(0))
+        logical = nn.get_partition_spec(boxed.params)
+        spec = trainer.state_shardings.params["bert"]["layers"]["attention"]["query"]["kernel"]
+        results[name] = {
+            "losses": losses,
+            "query_spec": str(spec.spec),
+            "param_bytes": partitioning.bytes_per_device(params),
+            "opt_bytes": partitioning.bytes_per_device(trainer.abstract_state.opt_state),
+            "all_param_bytes": sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params)),
+            "expected_param_bytes": expected_bytes(
+                logical, params, lambda axes: splits[rules](axes, *shape)
+            ),
+            "live_param_bytes": sum(
+                shard.data.nbytes for leaf in jax.tree.leaves(state.params)
+                for shard in leaf.addressable_shards if shard.device == devices[0]),
+        }
     print("RESULT" + json.dumps({"devices": jax.device_count(), **results}))
     """
 )
@@ -71,7 +110,22 @@ def test_losses_match_across_meshes():
     assert result["devices"] == 8
     reference = np.array(result["1x1"]["losses"])
     assert reference[0] != reference[1]  # the optimizer moved: a real trajectory
-    for mesh in ("8x1", "4x2"):
+    for mesh in ("data 8x1", "data 4x2", "fsdp 8x1", "tensor 2x4"):
         np.testing.assert_allclose(result[mesh]["losses"], reference, rtol=1e-5, err_msg=mesh)
-    # On (4, 2) the heads really are split over the model axis.
-    assert "model" in result["4x2"]["query_spec"]
+    # Accumulation on a mesh: the same trajectory as on one device.
+    np.testing.assert_allclose(
+        result["fsdp 4x2 accum 2"]["losses"], result["1x1 accum 2"]["losses"], rtol=1e-5
+    )
+    # Each rule set holds the promised bytes per device, and the arrays really
+    # are that size on device 0.
+    for name, run in result.items():
+        if name == "devices":
+            continue
+        assert run["param_bytes"] == run["expected_param_bytes"] == run["live_param_bytes"], name
+    everything = result["1x1"]["all_param_bytes"]
+    assert result["data 8x1"]["param_bytes"] == everything
+    assert result["fsdp 8x1"]["param_bytes"] < 0.2 * everything
+    assert result["fsdp 8x1"]["opt_bytes"] < 0.2 * result["1x1"]["opt_bytes"]
+    assert result["tensor 2x4"]["param_bytes"] < 0.5 * everything
+    assert "model" in result["tensor 2x4"]["query_spec"]
+    assert "model" not in result["data 4x2"]["query_spec"]

@@ -128,7 +128,13 @@ def prepare(data_dir: str, cache_dir: str | None = None) -> str:
     tfds_dir = os.path.join(cache_dir, f"cmrc2019-{key.hexdigest()[:16]}")
     builder = Cmrc2019(data_dir=tfds_dir)
     if not builder.is_prepared():
-        builder.download_and_prepare(
-            download_config=tfds.download.DownloadConfig(manual_dir=data_dir)
-        )
+        try:
+            builder.download_and_prepare(
+                download_config=tfds.download.DownloadConfig(manual_dir=data_dir)
+            )
+        except FileExistsError:
+            # Another process (a multi-host job on a shared disk) renamed its
+            # finished copy into place first; TFDS writes atomically, so that is whole.
+            if not Cmrc2019(data_dir=tfds_dir).is_prepared():
+                raise
     return tfds_dir

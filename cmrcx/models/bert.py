@@ -1,8 +1,9 @@
 """BERT encoder in Flax Linen, with logical axis names on every parameter.
 
 Module and parameter names follow the original BERT / HuggingFace layout
-(embeddings, encoder layer_N, attention query/key/value/output, intermediate,
-output, pooler) so checkpoint converters are a renaming table. No gin, data,
+(embeddings, attention query/key/value/output, intermediate, output, pooler)
+so checkpoint converters are a renaming table. The layers are one scanned
+module, `layers`, whose parameters carry a leading [num_layers] axis. No gin, data,
 optimizer or mesh here: sharding is the rules table in `cmrcx.partitioning`.
 """
 
@@ -13,6 +14,16 @@ import dataclasses
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+# What a transformer layer keeps for the backward pass (jax.checkpoint policies).
+# "none": everything (fastest, most memory); "full": only the layer's input, all
+# else recomputed; "dots": the outputs of the dense projections (matmuls with no
+# batch dimension) are kept, attention scores, softmax, GeLU and LayerNorm recomputed.
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,12 +41,19 @@ class BertConfig:
     attention_dropout: float = 0.1  # on attention probabilities
     layer_norm_eps: float = 1e-12  # BERT's LayerNorm epsilon
     initializer_range: float = 0.02  # stddev of the truncated-normal init
-    dtype: str = "float32"  # compute dtype ("bfloat16" for mixed precision)
+    dtype: str = "float32"  # compute dtype; "bfloat16": bf16 compute, float32 parameters
+    remat_policy: str = "none"  # recompute layer activations in backprop: none | full | dots
 
     def __post_init__(self):
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"
+            )
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype {self.dtype!r}: use 'float32' or 'bfloat16'")
+        if self.remat_policy not in REMAT_POLICIES:
+            raise ValueError(
+                f"remat_policy {self.remat_policy!r}: use one of {', '.join(REMAT_POLICIES)}"
             )
 
     @property
@@ -134,11 +152,14 @@ class BertSelfAttention(nn.Module):
 
 
 class BertLayer(nn.Module):
+    """One transformer block; (hidden, None) so that `nn.scan` can stack the layers."""
+
     config: BertConfig
+    deterministic: bool = True
 
     @nn.compact
-    def __call__(self, hidden, attention_bias, deterministic: bool):
-        cfg = self.config
+    def __call__(self, hidden, attention_bias):
+        cfg, deterministic = self.config, self.deterministic
         attended = BertSelfAttention(cfg, name="attention")(hidden, attention_bias, deterministic)
         hidden = _layer_norm(cfg, "attention_LayerNorm")(hidden + attended)
         inner = _dense(cfg, cfg.intermediate_size, "embed", ("mlp",), "intermediate")(hidden)
@@ -147,7 +168,27 @@ class BertLayer(nn.Module):
         out = _dense(cfg, cfg.hidden_size, "mlp", ("embed",), "output")(inner)
         out = nn.Dropout(cfg.hidden_dropout)(out, deterministic=deterministic)
         hidden = _layer_norm(cfg, "output_LayerNorm")(hidden + out)
-        return nn.with_logical_constraint(hidden, ("batch", "length", "embed"))
+        return nn.with_logical_constraint(hidden, ("batch", "length", "embed")), None
+
+
+def _stacked_layers(cfg: BertConfig, deterministic: bool, name: str) -> nn.Module:
+    """All `num_layers` blocks as one scanned module: parameters [layers, ...].
+
+    A scan compiles the block once (not once per layer), and with a remat
+    policy the backward pass keeps only what the policy saves per layer, which
+    XLA honours on every backend (unrolled remat is free to be undone on CPU).
+    """
+    block = BertLayer
+    if cfg.remat_policy != "none":
+        block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False)
+    return nn.scan(
+        block,
+        variable_axes={"params": 0},
+        split_rngs={"params": True, "dropout": True},
+        in_axes=nn.broadcast,
+        length=cfg.num_layers,
+        metadata_params={nn.PARTITION_NAME: "layers"},
+    )(cfg, deterministic, name=name)
 
 
 class BertEncoder(nn.Module):
@@ -164,8 +205,7 @@ class BertEncoder(nn.Module):
         attention_bias = jnp.where(
             input_mask[:, None, None, :] > 0, 0.0, jnp.finfo(jnp.dtype(cfg.dtype)).min
         )
-        for i in range(cfg.num_layers):
-            hidden = BertLayer(cfg, name=f"layer_{i}")(hidden, attention_bias, deterministic)
+        hidden, _ = _stacked_layers(cfg, deterministic, "layers")(hidden, attention_bias)
         pooled = nn.tanh(
             _dense(cfg, cfg.hidden_size, "embed", ("embed_out",), "pooler")(hidden[:, 0])
         )
