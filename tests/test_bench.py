@@ -1,0 +1,157 @@
+"""Smoke tests of tools/bench.py (tiny geometries) and tools/make_cmrc2019_corpus.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cmrcx.cmrc2019.official_format import read_passages
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+# 2 layers, hidden 64, 512-token vocabulary, 64-token windows: seconds per side.
+TINY = ["--layers", "2", "--hidden", "64", "--heads", "2", "--intermediate", "128"]
+TINY += ["--vocab", "512", "--seq", "64"]
+TINY_RUN = ["--rounds", "1", "--warmup", "2", "--steps", "2"]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load("bench")
+corpus = _load("make_cmrc2019_corpus")
+
+
+def run_bench(*args: str) -> dict:
+    """`bench.py ARGS --json` in a subprocess; its JSON report."""
+    proc = subprocess.run(
+        [sys.executable, str(TOOLS / "bench.py"), *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)  # stdout is exactly one JSON object
+
+
+def test_forward_flops_of_bert_base():
+    """24*T*h^2 + 4*b*s^2*h per layer (i = 4h), plus the head; 3x for training."""
+    g = bench.Geometry(batch=2, seq=512)
+    tokens, h = 2 * 512, 768
+    expected = 12 * (24 * tokens * h * h + 4 * 2 * 512**2 * h) + 2 * tokens * h
+    assert bench.forward_flops(g) == expected
+    assert bench.step_flops(g, "train") == 3 * expected
+    assert 190e9 < expected < 195e9
+
+
+def test_synthetic_batch_is_a_valid_window():
+    g = bench.Geometry(batch=3, seq=64, vocab=500)
+    batch = bench.synthetic_batch(g, seed=1)
+    assert {k: v.shape for k, v in batch.items()} == {
+        "input_ids": (3, 64),
+        "token_type_ids": (3, 64),
+        "input_mask": (3, 64),
+        "blank_positions": (3, 32),
+        "blank_in_window": (3, 32),
+        "target_blank": (3,),
+        "example_mask": (3,),
+    }
+    assert all(v.dtype == np.int32 for v in batch.values())
+    assert batch["input_ids"].max() < 500
+    blanks = batch["blank_in_window"].sum(1)
+    assert np.all(batch["target_blank"] < blanks)
+    assert np.all(batch["blank_positions"] < 64)
+    np.testing.assert_array_equal(batch["input_ids"], bench.synthetic_batch(g, 1)["input_ids"])
+
+
+def test_corpus_is_official_format(tmp_path):
+    path = corpus.write_corpus(tmp_path, passages=20, seed=3)
+    passages = read_passages(path)
+    assert len(passages) == 20
+    assert all(8 <= p.num_blanks <= 15 for p in passages)
+    assert all(1 <= len(p.fake_candidates) <= 3 for p in passages)
+    assert all(400 <= len(p.context) <= 900 for p in passages)
+    again = corpus.write_corpus(tmp_path / "again", passages=20, seed=3)
+    assert again.read_bytes() == path.read_bytes()
+
+
+def _check_side(side: dict) -> None:
+    assert side["median_step_seconds"] > 0
+    assert side["tokens_per_second"] > 0
+    assert side["flops_per_second"] > 0
+    assert side["matmul_2048_flops_per_second"] > 0
+    assert math.isfinite(side["matmul_share"])
+    assert side["first_over_steady"] > 0
+    assert len(side["step_seconds_per_round"]) == 1
+    assert len(side["step_seconds_per_round"][0]) == 4  # warm-up + timed
+
+
+def test_train_compares_both_sides():
+    report = run_bench("train", *TINY, *TINY_RUN)
+    _check_side(report["cmrcx"])
+    _check_side(report["torch"])
+    assert report["torch"]["attn"] == "sdpa"
+    assert report["geometry"]["layers"] == 2
+    compile_seconds = report["cmrcx"]["compile_seconds"]
+    assert compile_seconds["backend_compile_duration"] > 0
+    assert compile_seconds["first_minus_steady"] > 0
+    assert 0 < report["speed_ratio_cmrcx_over_torch"] < math.inf
+
+
+def test_eval_with_eager_attention():
+    report = run_bench("eval", *TINY, *TINY_RUN, "--attn", "eager", "--batch", "4")
+    _check_side(report["cmrcx"])
+    _check_side(report["torch"])
+    assert report["torch"]["attn"] == "eager"
+    assert report["flops_per_step"] == bench.forward_flops(
+        bench.Geometry(layers=2, hidden=64, heads=2, intermediate=128, vocab=512, seq=64, batch=4)
+    )
+
+
+def test_input_pipeline_rate():
+    report = run_bench("input", "--passages", "30", "--train_step_seconds", "2.0")
+    assert report["windows"] > 30
+    assert report["tfds_build_seconds"] > 0
+    assert report["windows_per_second"] > 0
+    assert report["train_consumption"]["windows_per_second"] == pytest.approx(1.0)
+    assert report["ratio_to_train_step"] == pytest.approx(report["windows_per_second"])
+
+
+@pytest.fixture(scope="module")
+def memory_report():
+    geometry = ["--layers", "4", "--hidden", "64", "--heads", "2", "--intermediate", "256"]
+    geometry += ["--vocab", "512", "--seq", "128", "--batch", "8"]
+    return run_bench(
+        "memory", "--models", "custom", *geometry, "--variants", "f32,f32+dots,f32+full,bf16"
+    )
+
+
+def test_memory_report_fields(memory_report):
+    rows = memory_report["models"]["custom"]["variants"]
+    assert [row["variant"] for row in rows] == ["f32", "f32+dots", "f32+full", "bf16"]
+    for row in rows:
+        gib = row["gib"]
+        assert gib["argument"] > 0 and gib["output"] > 0 and gib["temp"] > 0
+        assert gib["total"] == pytest.approx(
+            gib["argument"] + gib["output"] - gib["alias"] + gib["temp"]
+        )
+        assert row["fits_gib"] == [16, 32, 80]
+
+
+def test_remat_lowers_temp_memory(memory_report):
+    temp = {
+        row["variant"]: row["gib"]["temp"] for row in memory_report["models"]["custom"]["variants"]
+    }
+    assert temp["f32+full"] < temp["f32"]
+    assert temp["f32+dots"] < temp["f32"]
