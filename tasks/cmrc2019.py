@@ -26,7 +26,6 @@ from cmrcx.cmrc2019.official_format import BLANK_TO_MARKER
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.vocabularies import UNUSED_TOKEN, WordPieceVocabulary
 
-TFDS_NAME = "cmrc2019:1.0.0"
 MIXTURE_NAME = "cmrc2019"
 # The authors' baseline replaces [BLANK1]..[BLANK15]; the official data has up to
 # 15 blanks a passage. 32 leaves room and matches `[unused1..32]` in every BERT vocab.
@@ -143,7 +142,8 @@ def register_cmrc2019(
 ) -> tuple[str, str]:
     """Registers the training and scoring tasks for one vocabulary and data dir.
 
-    Prepares the TFDS dataset from the official files in `data_dir` first.
+    Each split's official file in `data_dir` is read (and its TFDS copy prepared) when
+    that split is first asked for, so a split the run does not use is never read.
     Registering again (another data dir or length) replaces the earlier tasks.
     Returns (training task name, scoring task name).
     """
@@ -153,9 +153,13 @@ def register_cmrc2019(
             f"up to {max_candidate_tokens} tokens plus [CLS] and two [SEP]"
         )
     vocabulary = WordPieceVocabulary(vocab_file, lower_case=lower_case)
-    tfds_dir = cmrc2019_tfds.prepare(data_dir, tfds_cache_dir)
     ids = window_ids(vocabulary, max_blanks)
-    source = seqio.TfdsDataSource(tfds_name=TFDS_NAME, tfds_data_dir=tfds_dir, read_only=True)
+
+    def official_split(split: str, shuffle_files: bool) -> tf.data.Dataset:
+        del shuffle_files  # file order is kept; training shuffles windows
+        return cmrc2019_tfds.load_split(data_dir, split, tfds_cache_dir)
+
+    source = seqio.FunctionDataSource(official_split, splits=list(cmrc2019_tfds.SPLIT_FILES))
     output_features = {"input_ids": seqio.Feature(vocabulary, add_eos=False)}
     tokenize = functools.partial(
         tokenize_passage, vocabulary=vocabulary, max_candidate_tokens=max_candidate_tokens

@@ -203,14 +203,15 @@ def test_fixture_has_no_unknown_tokens(vocab: WordPieceVocabulary) -> None:
 
 
 def test_prepare_round_trips_records_in_file_order(data_dir: Path, tmp_path: Path) -> None:
-    """prepare builds exactly the splits present; records come back unchanged, in order."""
-    tfds_dir = cmrc2019_tfds.prepare(str(data_dir), str(tmp_path / "tfds"))
-    assert tfds_dir.startswith(str(tmp_path / "tfds"))
-    builder = cmrc2019_tfds.Cmrc2019(data_dir=tfds_dir)
-    assert builder.is_prepared()
-    assert set(builder.info.splits) == {"train", "validation"}
-    assert _read_split(tfds_dir, "train") == TRAIN
-    assert _read_split(tfds_dir, "validation") == DEV
+    """prepare builds exactly the one split asked for; records come back unchanged, in order."""
+    cache = str(tmp_path / "tfds")
+    for split, records in (("train", TRAIN), ("validation", DEV)):
+        tfds_dir = cmrc2019_tfds.prepare(str(data_dir), split, cache)
+        assert tfds_dir.startswith(cache)
+        builder = cmrc2019_tfds.Cmrc2019(data_dir=tfds_dir)
+        assert builder.is_prepared()
+        assert set(builder.info.splits) == {split}
+        assert _read_split(tfds_dir, split) == records
 
 
 def test_prepare_twice_reuses_cache(
@@ -218,13 +219,13 @@ def test_prepare_twice_reuses_cache(
 ) -> None:
     """A second prepare of unchanged files returns the same dir and does not rebuild."""
     cache = str(tmp_path / "tfds")
-    first = cmrc2019_tfds.prepare(str(data_dir), cache)
+    first = cmrc2019_tfds.prepare(str(data_dir), "validation", cache)
 
     def rebuild(*args, **kwargs):
         raise AssertionError("prepare rebuilt an already prepared dataset")
 
     monkeypatch.setattr(cmrc2019_tfds.Cmrc2019, "download_and_prepare", rebuild)
-    assert cmrc2019_tfds.prepare(str(data_dir), cache) == first
+    assert cmrc2019_tfds.prepare(str(data_dir), "validation", cache) == first
     assert os.listdir(cache) == [os.path.basename(first)]
 
 
@@ -232,19 +233,19 @@ def test_prepare_changed_file_gets_new_dir(tmp_path: Path) -> None:
     """Editing a file (same size) or using another data dir gives a fresh, re-read copy."""
     data = _write_fixture(tmp_path / "data")
     cache = str(tmp_path / "tfds")
-    first = cmrc2019_tfds.prepare(str(data), cache)
+    first = cmrc2019_tfds.prepare(str(data), "validation", cache)
     edited = [dict(DEV[0], choices=["花开了", "星星很亮", "小河也笑了"]), DEV[1]]
     size = (data / "cmrc2019_dev.json").stat().st_size
     _write(data, "cmrc2019_dev.json", edited)
     assert (data / "cmrc2019_dev.json").stat().st_size == size  # only the content changed
-    second = cmrc2019_tfds.prepare(str(data), cache)
+    second = cmrc2019_tfds.prepare(str(data), "validation", cache)
     assert second != first
     assert _read_split(second, "validation") == edited
     assert _read_split(first, "validation") == DEV
     # Same files in another directory: another cache entry.
     other = _write_fixture(tmp_path / "other")
     _write(other, "cmrc2019_dev.json", edited)
-    assert cmrc2019_tfds.prepare(str(other), cache) not in (first, second)
+    assert cmrc2019_tfds.prepare(str(other), "validation", cache) not in (first, second)
 
 
 def test_prepare_test_split_without_answers(tmp_path: Path) -> None:
@@ -254,21 +255,21 @@ def test_prepare_test_split_without_answers(tmp_path: Path) -> None:
         dict(DEV[1], answers=[]),
     ]
     _write(tmp_path / "data", "cmrc2019_qualify.json", qualify)
-    tfds_dir = cmrc2019_tfds.prepare(str(tmp_path / "data"), str(tmp_path / "tfds"))
+    tfds_dir = cmrc2019_tfds.prepare(str(tmp_path / "data"), "test", str(tmp_path / "tfds"))
     records = _read_split(tfds_dir, "test")
     assert [r["context_id"] for r in records] == ["DEV_2", "DEV_1"]
     assert [r["answers"] for r in records] == [[], []]
     assert set(cmrc2019_tfds.Cmrc2019(data_dir=tfds_dir).info.splits) == {"test"}
 
 
-def test_no_official_file_lists_all_names(tmp_path: Path) -> None:
-    """A data dir without any official file: MissingSplitError listing all four names."""
+def test_missing_official_file_lists_all_names(tmp_path: Path) -> None:
+    """A data dir without the split's file: MissingSplitError naming it and all four names."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "cmrc2019_dev.jsonl").write_text("{}", encoding="utf-8")  # not an official name
     with pytest.raises(cmrc2019_tfds.MissingSplitError) as excinfo:
-        cmrc2019_tfds.prepare(str(data), str(tmp_path / "tfds"))
-    assert excinfo.type is cmrc2019_tfds.MissingSplitError  # TFDS passes it through
+        cmrc2019_tfds.prepare(str(data), "validation", str(tmp_path / "tfds"))
+    assert excinfo.type is cmrc2019_tfds.MissingSplitError
     message = str(excinfo.value)
     assert str(data) in message
     for name in OFFICIAL_FILES:
@@ -279,7 +280,7 @@ def test_no_official_file_lists_all_names(tmp_path: Path) -> None:
 def test_data_dir_not_a_directory(tmp_path: Path) -> None:
     """A data dir that does not exist: MissingSplitError naming it."""
     with pytest.raises(cmrc2019_tfds.MissingSplitError, match="nowhere is not a directory"):
-        cmrc2019_tfds.prepare(str(tmp_path / "nowhere"), str(tmp_path / "tfds"))
+        cmrc2019_tfds.prepare(str(tmp_path / "nowhere"), "train", str(tmp_path / "tfds"))
 
 
 def test_require_split(data_dir: Path, tmp_path: Path) -> None:
@@ -301,7 +302,7 @@ def test_malformed_file_fails_prepare(tmp_path: Path) -> None:
     _write(data, "cmrc2019_dev.json", [DEV[0], bad])
     cache = str(tmp_path / "tfds")
     with pytest.raises(DataFormatError) as excinfo:
-        cmrc2019_tfds.prepare(str(data), cache)
+        cmrc2019_tfds.prepare(str(data), "validation", cache)
     assert excinfo.type is DataFormatError
     message = str(excinfo.value)
     assert str(data / "cmrc2019_dev.json") in message
@@ -310,7 +311,34 @@ def test_malformed_file_fails_prepare(tmp_path: Path) -> None:
     assert "index 5 is out of range for 2 choices" in message
     # Nothing half-built is taken for a prepared dataset: a retry fails the same way.
     with pytest.raises(DataFormatError, match="DEV_1"):
-        cmrc2019_tfds.prepare(str(data), cache)
+        cmrc2019_tfds.prepare(str(data), "validation", cache)
+    # The train split's file is fine and does not depend on the dev file.
+    assert _read_split(cmrc2019_tfds.prepare(str(data), "train", cache), "train") == TRAIN
+
+
+def test_a_broken_unused_split_does_not_block_the_others(tmp_path: Path) -> None:
+    """A malformed test file: train and validation still work; reading test fails clearly."""
+    data = _write_fixture(tmp_path / "data")
+    (data / "cmrc2019_qualify.json").write_text('{"data": [{"context_id": 1', encoding="utf-8")
+    train_task, score_task = cmrc2019_tasks.register_cmrc2019(
+        "tiny_broken_test",
+        TINY_VOCAB,
+        str(data),
+        max_length=MAX_LENGTH,
+        doc_stride=DOC_STRIDE,
+        max_candidate_tokens=MAX_CANDIDATE_TOKENS,
+        tfds_cache_dir=str(tmp_path / "tfds"),
+    )
+    try:
+        assert _as_numpy(train_task, "train")
+        assert _as_numpy(score_task, "validation")
+        with pytest.raises(DataFormatError, match=r"cmrc2019_qualify\.json: malformed JSON"):
+            _as_numpy(score_task, "test")
+        with pytest.raises(cmrc2019_tfds.MissingSplitError, match=r"cmrc2019_trial\.json"):
+            _as_numpy(score_task, "trial")
+    finally:
+        for name in (train_task, score_task):
+            seqio.TaskRegistry.remove(name)
 
 
 # The SeqIO tasks
@@ -509,12 +537,12 @@ def test_prepare_sees_a_same_size_edit_with_the_old_timestamp(tmp_path: Path) ->
     cache = str(tmp_path / "tfds")
     path = data / "cmrc2019_dev.json"
     stat = path.stat()
-    first = cmrc2019_tfds.prepare(str(data), cache)
+    first = cmrc2019_tfds.prepare(str(data), "validation", cache)
     edited = [dict(DEV[0], choices=["花开了", "星星很亮", "小河也笑了"]), DEV[1]]
     _write(data, "cmrc2019_dev.json", edited)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
-    second = cmrc2019_tfds.prepare(str(data), cache)
+    second = cmrc2019_tfds.prepare(str(data), "validation", cache)
     assert second != first and _read_split(second, "validation") == edited
 
 

@@ -61,7 +61,8 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("multihost")
     # Prepared once up front: hosts preparing one cache together race on TFDS's rename.
     tfds_dir = str(root / "tfds")
-    cmrc2019_tfds.prepare(package_path("data/cmrc2019_sample"), tfds_dir)
+    for split in ("train", "validation"):
+        cmrc2019_tfds.prepare(package_path("data/cmrc2019_sample"), split, tfds_dir)
     cluster = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{free_port()}", "JAX_NUM_PROCESSES": "2"}
     processes = {
         "one": start_train(root, "one", "one.log", tfds_dir, {"XLA_FLAGS": SIMULATED_DEVICES}),

@@ -76,6 +76,16 @@ def test_missing_passage_reported(tmp_path: Path, dataset: Path) -> None:
     assert "warning: 1 of 2 passages" in result.stderr
 
 
+def test_official_semantics_end_to_end(tmp_path: Path, dataset: Path) -> None:
+    # eae5c10: DEV_1 gold [2, 0, 1], pred ["2"] -> 1 right - 2 uncovered = -1, floored at 0
+    # (string indices compare as strings). DEV_2 right, plus an id not in the dataset.
+    # QAC = 2/5 = 40%, PAC = 1/2 = 50%, skip = 2.
+    predictions = _dump(tmp_path / "pred.json", {"DEV_1": ["2"], "DEV_2": [1, 3], "X": [0]})
+    result = _run("cmrc2019", dataset, predictions)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"qac": 40.0, "pac": 50.0, "total": 5, "skip": 2}
+
+
 def test_malformed_dataset_exits_2(tmp_path: Path) -> None:
     dataset = tmp_path / "broken_dev.json"
     dataset.write_text('{"data": [', encoding="utf-8")

@@ -449,7 +449,7 @@ def bench_input(args) -> dict:
         make_cmrc2019_corpus.write_corpus(data_dir, args.passages, args.seed)
         generate = time.perf_counter() - start
         start = time.perf_counter()
-        cmrc2019_tfds.prepare(data_dir, cache_dir)
+        cmrc2019_tfds.prepare(data_dir, "train", cache_dir)
         build = time.perf_counter() - start
         task, _ = cmrc2019_tasks.register_cmrc2019(
             "bench", str(args.vocab), data_dir, args.seq, args.doc_stride, tfds_cache_dir=cache_dir

@@ -1,14 +1,21 @@
 """CMRC 2019 scores with the official evaluator's semantics.
 
-Mirrors ``eval/cmrc2019_evaluate.py`` from ymcui/cmrc2019:
+Mirrors ``eval/cmrc2019_evaluate.py`` of ymcui/cmrc2019 at its latest commit, eae5c10
+("fix bugs and add stderr output"), the version the authors' leaderboard used:
 
 * QAC (question-level accuracy): blanks filled correctly / all blanks, in percent.
 * PAC (passage-level accuracy): passages with every blank correct / all passages, in percent.
 
 Per passage the official ``compare_list`` counts positions where ``str(gold) == str(pred)``
-over the common prefix, then subtracts one point for every blank the prediction is too
-short to cover, so a short prediction can score below zero. Extra predicted entries are
-ignored (but make ``skip`` negative, as in the official script).
+over the common prefix, subtracts one point for every blank the prediction is too short
+to cover, and floors the result at 0 (``if final_right_count < 0: final_right_count = 0``).
+A passage whose context_id is not in the predictions scores 0 and its blanks count as
+skipped. Extra predicted entries are ignored (but make ``skip`` negative), and so are
+predicted context_ids that are not in the dataset.
+
+The first release (commit c498b32) had no floor, so a short list could push a passage
+below zero, and it added the previous passage's count again for a missing context_id;
+both were fixed in eae5c10, and neither is reproduced here.
 """
 
 from __future__ import annotations
@@ -20,19 +27,20 @@ from cmrcx.cmrc2019.official_format import ClozePassage
 
 
 def _compare_list(answers: Sequence[Any], prediction: Sequence[Any]) -> int:
-    """The official ``compare_list``: right count minus one per uncovered blank.
+    """The official ``compare_list`` (eae5c10): right count minus one per uncovered blank,
+    floored at 0.
 
     Args:
       answers: [num_blanks] gold choice indices.
       prediction: [any length] predicted choice indices (-1 = no prediction).
 
     Returns:
-      An integer in [-num_blanks, num_blanks].
+      An integer in [0, num_blanks].
     """
     min_len = min(len(answers), len(prediction))
     # str() on both sides, as the official script does, so "3" and 3 compare equal.
     right = sum(str(answers[k]) == str(prediction[k]) for k in range(min_len))
-    return right - (len(answers) - min_len)
+    return max(0, right - (len(answers) - min_len))
 
 
 def _percent(numerator: int, denominator: int, what: str) -> float:
@@ -68,10 +76,7 @@ def cloze_scores(
             prediction: Sequence[int] = predictions[passage.context_id]
             right = _compare_list(answers, prediction)
         else:
-            # Deliberate difference from the official script: there, a missing context_id
-            # sets an unused variable and the previous passage's right count is added again
-            # (the per-passage count is never reset). Here a missing passage scores 0 and is
-            # reported; like the official script, its blanks count as skipped.
+            # As in eae5c10: 0 right, and all its blanks count as skipped.
             missing.append(passage.context_id)
             prediction = []
             right = 0

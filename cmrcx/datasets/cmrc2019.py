@@ -4,6 +4,11 @@ The files are not downloaded (no network is assumed, and the train split is not
 on a stable URL): put them in one directory and pass it as the manual dir.
 Every record is validated by `cmrcx.cmrc2019.official_format.read_passages`, so a
 malformed file fails the build with an error naming the file, record and field.
+
+Each split is prepared on its own, when it is first read (`prepare`, `load_split`):
+a malformed or missing test file never stops a run that trains on train and
+evaluates on validation, while a run that reads the test split fails with the
+file's error.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hashlib
 import os
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from cmrcx.cmrc2019.official_format import read_passages
@@ -50,6 +56,11 @@ class Cmrc2019(tfds.core.GeneratorBasedBuilder):
     RELEASE_NOTES = {"1.0.0": "Official files read unchanged; file order kept."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_INSTRUCTIONS
 
+    def __init__(self, *, split: str | None = None, **kwargs):
+        """split: build only this split's file; None builds every official file present."""
+        self._only_split = split
+        super().__init__(**kwargs)
+
     def _info(self) -> tfds.core.DatasetInfo:
         return self.dataset_info_from_configs(
             features=tfds.features.FeaturesDict(
@@ -69,7 +80,11 @@ class Cmrc2019(tfds.core.GeneratorBasedBuilder):
 
     def _split_generators(self, dl_manager):
         manual_dir = str(dl_manager.manual_dir)
-        present = available_splits(manual_dir)
+        if self._only_split is not None:
+            require_split(manual_dir, self._only_split)
+            present = [self._only_split]
+        else:
+            present = available_splits(manual_dir)
         if not present:
             raise MissingSplitError(f"no CMRC 2019 file in {manual_dir}.\n{MANUAL_INSTRUCTIONS}")
         return {
@@ -108,28 +123,30 @@ def require_split(data_dir: str, split: str) -> str:
     return path
 
 
-def prepare(data_dir: str, cache_dir: str | None = None) -> str:
-    """Builds the TFDS dataset from the official files in `data_dir` (once).
+def prepare(data_dir: str, split: str, cache_dir: str | None = None) -> str:
+    """Builds one split's TFDS dataset from its official file in `data_dir` (once).
 
     The prepared copy lives under `cache_dir` (default ~/.cache/cmrcx/tfds) in a
-    folder keyed by the directory and the files' contents (SHA-1), so different
-    data directories never share a cache and an edited file is re-read.
-    Returns the TFDS data_dir to read `cmrc2019` from.
+    folder keyed by the directory, the split and the file's contents (SHA-1), so
+    different data directories never share a cache and an edited file is re-read.
+    Only this split's file is read: a broken file of another split does not matter.
+    Returns the TFDS data_dir to read `split` of `cmrc2019` from.
+
+    Raises:
+      MissingSplitError: `data_dir` is not a directory or lacks the split's file.
+      DataFormatError: the file is malformed (names the file, record and field).
     """
     data_dir = os.path.abspath(data_dir)
     if not os.path.isdir(data_dir):
         raise MissingSplitError(f"DATA_DIR={data_dir} is not a directory.\n{MANUAL_INSTRUCTIONS}")
-    key = hashlib.sha1(data_dir.encode("utf-8"))
-    for split in available_splits(data_dir):
-        key.update(split.encode())
-        with open(os.path.join(data_dir, SPLIT_FILES[split]), "rb") as f:
-            key.update(hashlib.sha1(f.read()).digest())
+    key = hashlib.sha1(f"{data_dir}\0{split}".encode())
+    with open(require_split(data_dir, split), "rb") as f:
+        key.update(hashlib.sha1(f.read()).digest())
     cache_dir = cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "cmrcx", "tfds")
-    tfds_dir = os.path.join(cache_dir, f"cmrc2019-{key.hexdigest()[:16]}")
-    builder = Cmrc2019(data_dir=tfds_dir)
-    if not builder.is_prepared():
+    tfds_dir = os.path.join(cache_dir, f"cmrc2019-{split}-{key.hexdigest()[:16]}")
+    if not Cmrc2019(data_dir=tfds_dir).is_prepared():
         try:
-            builder.download_and_prepare(
+            Cmrc2019(data_dir=tfds_dir, split=split).download_and_prepare(
                 download_config=tfds.download.DownloadConfig(manual_dir=data_dir)
             )
         except FileExistsError:
@@ -138,3 +155,9 @@ def prepare(data_dir: str, cache_dir: str | None = None) -> str:
             if not Cmrc2019(data_dir=tfds_dir).is_prepared():
                 raise
     return tfds_dir
+
+
+def load_split(data_dir: str, split: str, cache_dir: str | None = None) -> tf.data.Dataset:
+    """The records of one split, in file order, prepared first if needed (see `prepare`)."""
+    tfds_dir = prepare(data_dir, split, cache_dir)
+    return Cmrc2019(data_dir=tfds_dir).as_dataset(split=split, shuffle_files=False)
