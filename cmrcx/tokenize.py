@@ -8,10 +8,12 @@ vocabulary::
     $ echo '他[BLANK1]了。' | python -m cmrcx.tokenize --vocab cmrcx/data/tiny_vocab.txt --pieces
     ["他", "[", "[UNK]", "]", "了", "。"]
 
-The text is tokenized as given. The CMRC 2019 pipeline first rewrites each
-``[BLANKk]`` in a passage to `` [unusedk] `` (`tokenize_passage` in
-tasks/cmrc2019.py); ``--cmrc2019_blanks`` applies that same rewrite, so the output
-is what the model sees: ``["他", "[unused1]", "了", "。"]``.
+The text is tokenized as given. The CMRC 2019 pipeline first splits a passage into
+characters, as the authors' script does ("100" becomes ``1 0 0``), and rewrites each
+``[BLANKk]`` to `` [unusedk] `` (`tokenize_passage` in tasks/cmrc2019.py);
+``--cmrc2019_passage`` applies the same rewrites, so the output is what the model
+sees of a passage: ``["他", "[unused1]", "了", "。"]``. (Candidates are tokenized
+whole: leave the flag off for them.)
 
 ``--no_lower_case`` keeps case and accents (for cased vocabularies). A missing or
 malformed vocabulary, or input that is not UTF-8, prints ``error: <message>`` on
@@ -28,7 +30,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from cmrcx.cmrc2019.official_format import BLANK_TO_MARKER
+from cmrcx.cmrc2019.official_format import PASSAGE_REWRITES
 
 if TYPE_CHECKING:
     from cmrcx.vocabularies import WordPieceVocabulary
@@ -47,14 +49,14 @@ def _batches(lines: TextIO, size: int) -> Iterator[list[str]]:
 
 
 def _tokenize_lines(
-    vocab: WordPieceVocabulary, lines: list[str], *, pieces: bool, cmrc2019_blanks: bool
+    vocab: WordPieceVocabulary, lines: list[str], *, pieces: bool, cmrc2019_passage: bool
 ) -> list[list[int]] | list[list[str]]:
     """One list of ids (or token strings) per line, from one call of the TF op."""
     import tensorflow as tf  # here, so --help and a missing file answer at once
 
     text = tf.constant(lines)
-    if cmrc2019_blanks:
-        text = tf.strings.regex_replace(text, *BLANK_TO_MARKER)
+    for pattern, rewrite in PASSAGE_REWRITES if cmrc2019_passage else ():
+        text = tf.strings.regex_replace(text, pattern, rewrite)
     rows = vocab.encode_tf(text).to_list()
     if pieces:
         return [[vocab.tokens[i] for i in ids] for ids in rows]
@@ -72,9 +74,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--no_lower_case", action="store_true", help="keep case and accents (cased vocabularies)"
     )
     parser.add_argument(
-        "--cmrc2019_blanks",
+        "--cmrc2019_passage",
         action="store_true",
-        help="first rewrite [BLANKk] to [unusedk], as the CMRC 2019 pipeline does",
+        help="tokenize as a CMRC 2019 passage: one word per character (as the authors' "
+        "script does) and [BLANKk] rewritten to [unusedk]",
     )
     parser.add_argument(
         "--batch_size",
@@ -109,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for batch in _batches(stdin, size):
             rows = _tokenize_lines(
-                vocab, batch, pieces=args.pieces, cmrc2019_blanks=args.cmrc2019_blanks
+                vocab, batch, pieces=args.pieces, cmrc2019_passage=args.cmrc2019_passage
             )
             stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     except UnicodeDecodeError as e:

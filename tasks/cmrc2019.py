@@ -6,8 +6,9 @@
 gin at the entry point; no task block is repeated per vocabulary.
 
 Pipeline, per passage (TFDS record) -> many windows (model examples):
-  1. `tokenize_passage`: `[BLANKk]` -> `[unusedk]`, WordPiece (a TF op); choices
-     tokenized and capped at `max_candidate_tokens` (64 in the paper setup).
+  1. `tokenize_passage`: one WordPiece word per passage character, as the authors'
+     script makes them; `[BLANKk]` -> `[unusedk]`; WordPiece (a TF op). Choices are
+     tokenized whole and capped at `max_candidate_tokens` (64 in the paper setup).
   2. `training_windows` (train) or `scoring_windows` (eval): numpy windowing
      (`cmrcx.cmrc2019.windows`), one example per (candidate, window).
 """
@@ -22,7 +23,7 @@ import tensorflow as tf
 
 from cmrcx.cmrc2019 import metrics as cmrc2019_metrics
 from cmrcx.cmrc2019 import windows as cmrc2019_windows
-from cmrcx.cmrc2019.official_format import BLANK_TO_MARKER
+from cmrcx.cmrc2019.official_format import PASSAGE_REWRITES
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.vocabularies import UNUSED_TOKEN, WordPieceVocabulary
 
@@ -47,14 +48,17 @@ def window_ids(vocabulary: WordPieceVocabulary, max_blanks: int) -> cmrc2019_win
 def tokenize_passage(dataset: tf.data.Dataset, vocabulary, max_candidate_tokens: int):
     """Adds `passage_ids` and ragged `choice_ids`; counts `num_blanks`.
 
-    {"context": "他[BLANK1]。", "choices": ["笑了", "哭了"], ...} ->
-    {..., "passage_ids": [他, [unused1], 。], "choice_ids": [[笑, 了], [哭, 了]],
+    {"context": "他[BLANK1]。100", "choices": ["笑了", "100分"], ...} ->
+    {..., "passage_ids": [他, [unused1], 。, 1, 0, 0], "choice_ids": [[笑, 了], [100, 分]],
      "num_blanks": 1}
+    The passage is split into characters as the authors' script does (see
+    `official_format.CHARACTER_SPACING`); the candidates are WordPieced whole.
     """
 
     def tokenize(example):
-        context = example["context"]
-        marked = tf.strings.regex_replace(context, *BLANK_TO_MARKER)
+        context = marked = example["context"]
+        for pattern, rewrite in PASSAGE_REWRITES:
+            marked = tf.strings.regex_replace(marked, pattern, rewrite)
         choice_ids = vocabulary.encode_tf(example["choices"])[:, :max_candidate_tokens]
         return {
             **example,

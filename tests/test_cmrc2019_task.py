@@ -125,7 +125,9 @@ def _stack(examples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def _passage_ids(vocab: WordPieceVocabulary, context: str) -> list[int]:
-    return vocab.encode(re.sub(r"\[BLANK(\d+)\]", r" [unused\1] ", context))
+    """One word per character, markers whole (the script's procedure: test_tokenizer_parity)."""
+    words = re.findall(r"\[BLANK\d+\]|\S", context)
+    return vocab.encode(" ".join(re.sub(r"\[BLANK(\d+)\]", r"[unused\1]", w) for w in words))
 
 
 def _candidate_ids(vocab: WordPieceVocabulary, choice: str) -> list[int]:

@@ -35,6 +35,7 @@ TOKENS = [
     "Hello",
     "café",
     "cafe",
+    *"helocaf",  # single letters: what a passage's "hello" becomes
 ]
 LINES = [
     "他[BLANK1]了。",
@@ -88,15 +89,16 @@ def test_ids_per_line_under_a_turkish_locale(vocab_file: str, vocab: WordPieceVo
     assert vocab.encode(LINES[-1]) == [vocab.token_to_id(t) for t in ("i", "i", "is", "##s")]
 
 
-def test_pieces_with_cmrc2019_blanks(vocab_file: str) -> None:
-    """`--pieces` prints token strings, UTF-8 unescaped; `--cmrc2019_blanks` marks blanks."""
+def test_pieces_with_cmrc2019_passage(vocab_file: str) -> None:
+    """`--pieces` prints token strings, UTF-8 unescaped; `--cmrc2019_passage` marks blanks
+    and splits characters, as the authors' script does."""
     lines = "\n".join(LINES[:2]) + "\r\n"  # a Windows line ending too
-    out = _run("--vocab", vocab_file, "--pieces", "--cmrc2019_blanks", stdin=lines)
+    out = _run("--vocab", vocab_file, "--pieces", "--cmrc2019_passage", stdin=lines)
     assert out.returncode == 0, out.stderr.decode()[-3000:]
     assert "他" in out.stdout.decode("utf-8")  # not \\u4ed6
     assert _json_lines(out.stdout) == [
         ["他", "[unused1]", "了", "。"],
-        ["hello", "，", "cafe", "！"],
+        ["h", "e", "l", "l", "o", "，", "c", "a", "f", "e", "！"],
     ]
 
 
@@ -108,7 +110,7 @@ def _main_in_process(argv: list[str], stdin: str, monkeypatch, capsysbinary) -> 
 
 
 def test_blanks_kept_as_text_by_default(vocab_file: str, monkeypatch, capsysbinary) -> None:
-    """Without `--cmrc2019_blanks`, "[BLANK1]" is plain bracketed text."""
+    """Without `--cmrc2019_passage`, "[BLANK1]" is plain bracketed text."""
     args = ["--vocab", vocab_file, "--pieces"]
     status, out = _main_in_process(args, LINES[0], monkeypatch, capsysbinary)
     assert status == 0
@@ -133,12 +135,12 @@ def test_missing_vocab_file(tmp_path: Path) -> None:
 
 
 def test_blank_rewrite_is_the_pipelines(vocab: WordPieceVocabulary) -> None:
-    """`--cmrc2019_blanks` gives the ids `tokenize_passage` gives the same passage."""
-    context = "他[BLANK1]了，[BLANK2]。他[BLANK12]了"
+    """`--cmrc2019_passage` gives the ids `tokenize_passage` gives the same passage."""
+    context = "他[BLANK1]了，[BLANK2]。hello他[BLANK12]了"
     example = {"context": context, "choices": ["他了", "了"]}
     dataset = tokenize_passage(tf.data.Dataset.from_tensors(example), vocab, 8)
     passage_ids = next(dataset.as_numpy_iterator())["passage_ids"].tolist()
-    cli = tokenize_cli._tokenize_lines(vocab, [context], pieces=False, cmrc2019_blanks=True)
+    cli = tokenize_cli._tokenize_lines(vocab, [context], pieces=False, cmrc2019_passage=True)
     assert cli == [passage_ids]
 
 

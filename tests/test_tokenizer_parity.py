@@ -541,3 +541,81 @@ def test_encode_decode_round_trip(vocab_file: str, texts: list[str]) -> None:
     assert len(known) > 500
     decoded = [vocab.decode(ids) for ids in known]
     assert _our_ids(vocab, decoded) == known
+
+
+# CMRC 2019 passages: the authors' script tokenizes them one character at a time.
+
+
+def script_passage_tokens(context: str, tokenize) -> list[str]:
+    """Port of the passage path of the authors' script, run_cmrc2019_baseline.py (ymcui/cmrc2019,
+    commit 742f7c8): `read_squad_examples` rewrites [BLANK1..15] to [unused1..15] and puts a
+    space after every character outside a marker; `convert_examples_to_features` keeps a
+    token holding "unused" whole and WordPieces every other one (`tokenize`) on its own.
+    """
+    text = context
+    for k in range(1, 16):
+        text = text.replace(f"[BLANK{k}]", f"[unused{k}]", 1)
+    spaced, is_blank = "", False
+    for index, word in enumerate(text):
+        if text[index : index + 7] == "[unused":
+            is_blank = True
+        if word.strip() == "]":
+            is_blank = False
+        spaced += word.strip() + ("" if is_blank else " ")
+    doc_tokens, prev_is_whitespace = [], True
+    for char in spaced.strip():
+        if char in " \t\r\n" or ord(char) == 0x202F:
+            prev_is_whitespace = True
+        else:
+            if prev_is_whitespace:
+                doc_tokens.append(char)
+            else:
+                doc_tokens[-1] += char
+            prev_is_whitespace = False
+    tokens = []
+    for token in doc_tokens:
+        tokens += [token] if "unused" in token else tokenize(token)
+    return tokens
+
+
+def _passages(texts: list[str], seed: int) -> list[str]:
+    """Random texts with [BLANK1..n] spliced in, in shuffled textual order."""
+    rng = random.Random(seed)
+    usable = [t for t in texts if "unused" not in t.lower() and "blank" not in t.lower()]
+    passages = []
+    for _ in range(300):
+        pieces = rng.sample(usable, rng.randint(2, 8))
+        numbers = list(range(1, len(pieces) + 1))
+        rng.shuffle(numbers)
+        passages.append("".join(f"{p}[BLANK{k}]" for p, k in zip(pieces, numbers, strict=True)))
+    return passages + ["他说100次Author是ｶﾅ的，[BLANK2]２０１９年[BLANK1]。café Ünïcode[BLANK3]"]
+
+
+def test_passages_tokenized_one_character_at_a_time_like_the_script(
+    vocab_file: str, texts: list[str]
+) -> None:
+    """`tokenize_passage` gives the ids of the script's per-character procedure, and the
+    candidates the ids of whole-text tokenization (the script's `tokenizer.tokenize(choice)`).
+    """
+    from cmrcx.tasks.cmrc2019 import tokenize_passage
+
+    vocab = WordPieceVocabulary(vocab_file)
+    tokenizer = _python_tokenizer(vocab_file)
+    passages = _passages(texts, seed=95)
+    choices = [texts[i : i + 3] for i in range(len(passages))]
+    examples = tf.data.Dataset.from_tensor_slices(
+        {"context": passages, "choices": tf.ragged.constant(choices)}
+    )
+    out = list(tokenize_passage(examples, vocab, max_candidate_tokens=10_000).as_numpy_iterator())
+    ours = [ex["passage_ids"].tolist() for ex in out]
+    theirs = [
+        tokenizer.convert_tokens_to_ids(script_passage_tokens(p, tokenizer.tokenize))
+        for p in passages
+    ]
+    _assert_same_ids(passages, ours, theirs, vocab.tokens, "script")
+    whole = [_python_ids(tokenizer, c) for c in choices]
+    assert [[row.tolist() for row in ex["choice_ids"]] for ex in out] == whole
+    # The hand-written passage: "100", "Author" and "２０１９" become single characters.
+    pieces = [vocab.tokens[i] for i in ours[-1]]
+    assert pieces[2:5] == ["1", "0", "0"] and pieces[6:12] == list("author")
+    assert "100" in vocab.tokens and "100" not in pieces

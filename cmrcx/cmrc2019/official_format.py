@@ -25,10 +25,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 BLANK_PATTERN = re.compile(r"\[BLANK(\d+)\]")
+# The authors' script (baseline/run_cmrc2019_baseline.py of ymcui/cmrc2019, commit
+# 742f7c8, `read_squad_examples`) puts a space after every passage character outside
+# the markers and WordPieces each character on its own (`convert_examples_to_features`):
+# "100" is "1 0 0" and "Author" is "a u t h o r", never one word. Candidates are
+# tokenized whole. A regex rewrite for tf.strings.regex_replace (RE2 "." is one code
+# point; newlines are whitespace already).
+CHARACTER_SPACING = (r"(\[BLANK\d+\]|.)", r"\1 ")
 # The model sees [BLANKk] as the vocabulary's [unusedk] marker token (as in the
-# authors' baseline); a regex rewrite for tf.strings.regex_replace, shared by the
-# SeqIO pipeline and `python -m cmrcx.tokenize --cmrc2019_blanks`.
+# authors' baseline).
 BLANK_TO_MARKER = (r"\[BLANK(\d+)\]", r" [unused\1] ")
+# What a passage goes through before WordPiece, in order; shared by the SeqIO pipeline
+# and `python -m cmrcx.tokenize --cmrc2019_passage`.
+PASSAGE_REWRITES = (CHARACTER_SPACING, BLANK_TO_MARKER)
 
 
 class DataFormatError(ValueError):
