@@ -200,9 +200,9 @@ def prepare_process() -> None:
     JAX_COORDINATOR_ADDRESS (host:port) with JAX_NUM_PROCESSES and JAX_PROCESS_ID,
     or CMRCX_DISTRIBUTED=1 on a TPU pod / SLURM job that JAX detects itself.
     """
-    import tensorflow as tf
+    from cmrcx import quiet_start
 
-    tf.config.set_visible_devices([], "GPU")  # TF only feeds data; JAX owns devices
+    quiet_start.import_tensorflow()  # TF only feeds data: off GPUs, start-up chatter dropped
     if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("CMRCX_DISTRIBUTED") == "1":
         import jax
 
@@ -230,8 +230,8 @@ def start(argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict
 
 def main_guard(main, argv: Sequence[str] | None = None) -> None:
     """Runs `main(argv)`; user errors print one line and exit 2, not a traceback."""
-    from cmrcx.cmrc2019.official_format import DataFormatError
-    from cmrcx.datasets.cmrc2019 import MissingSplitError
+    # Not cmrcx.datasets: that imports TensorFlow before its quiet start-up.
+    from cmrcx.cmrc2019.official_format import DataFormatError, MissingSplitError
 
     try:
         main(sys.argv[1:] if argv is None else argv)

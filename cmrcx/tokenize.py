@@ -97,8 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.path.isfile(args.vocab):  # before the seconds TensorFlow takes to load
         print(f"error: vocabulary file not found: {args.vocab}", file=sys.stderr)
         return 2
-    # Before TensorFlow loads: its start-up chatter would bury the answers.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Before the vocabulary loads TensorFlow: its start-up chatter would bury the answers.
+    from cmrcx import quiet_start
+
+    quiet_start.import_tensorflow()
     from cmrcx.vocabularies import WordPieceVocabulary
 
     try:

@@ -33,6 +33,9 @@ def last_json(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+TRAIN_STDERR = {}
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """2 steps of the tiny demo config; returns (model_dir, final metrics)."""
@@ -44,7 +47,15 @@ def tiny_run(tmp_path_factory):
         "--gin.RunConfig.num_train_steps=2",
         "--gin.RunConfig.log_every=1",
     )
+    TRAIN_STDERR["tiny"] = out.stderr
     return model_dir, last_json(out.stdout)
+
+
+def test_quiet_start_on_a_cpu_machine(tiny_run):
+    """No TensorFlow/CUDA start-up lines (an `E0000 ... cuInit` reads as a failure)."""
+    for noise in ("oneDNN", "cuda", "cuInit", "absl::InitializeLog", "I0000", "E0000", "W0000"):
+        assert noise not in TRAIN_STDERR["tiny"], TRAIN_STDERR["tiny"][-3000:]
+    assert "train: 100%" in TRAIN_STDERR["tiny"]  # the progress bar still shows
 
 
 def test_train_writes_checkpoint_predictions_metrics_events(tiny_run):

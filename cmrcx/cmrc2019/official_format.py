@@ -44,6 +44,10 @@ class DataFormatError(ValueError):
     """A dataset or predictions file does not follow the official CMRC 2019 format."""
 
 
+class MissingSplitError(FileNotFoundError):
+    """A requested split's official file is not in the data directory."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ClozePassage:
     """One validated passage of the sentence-cloze task.

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.cmrc2019.official_format import read_passages
+from cmrcx.cmrc2019.official_format import MissingSplitError, read_passages
 
 # split name -> official file name. `test` is the qualifying set, without answers.
 SPLIT_FILES = {
@@ -43,10 +43,6 @@ Put the official CMRC 2019 files in one directory (DATA_DIR) under their officia
 (train / trial / validation / test splits; only the splits you use need to be there).
 They are published by the CMRC 2019 authors at {HOMEPAGE} (data/, and the
 competition site linked from its README), under CC BY-SA 4.0."""
-
-
-class MissingSplitError(FileNotFoundError):
-    """A requested split's official file is not in the data directory."""
 
 
 class Cmrc2019(tfds.core.GeneratorBasedBuilder):
