@@ -22,6 +22,7 @@ from cmrcx.models.bert import BertConfig
 from cmrcx.partitioning import RULE_SETS
 
 PACKAGE_PREFIX = "cmrcx:"
+OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
 
 
 class ConfigError(ValueError):
@@ -139,6 +140,11 @@ class RunConfig:
     warmup_fraction: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
+    # "adamw": the paper setting (AdamW, warm-up then linear decay over the run's steps,
+    # global-norm clipping). "released_script": the authors' script exactly (its BertAdam:
+    # schedule counted in blanks and applied twice, per-tensor clipping, no bias
+    # correction; int(epochs) epochs of whole batches); see cmrcx.released_optimizer.
+    optimizer: str = "adamw"
     seed: int = 0  # parameters, dropout and data order
     mesh_shape: tuple[int, int] = (-1, 1)  # (data, model); -1 takes the rest
     partitioning: str = "data"  # rule set: data | fsdp | tensor (cmrcx.partitioning)
@@ -176,6 +182,10 @@ class RunConfig:
         if run.partitioning not in RULE_SETS:
             raise ConfigError(
                 f"RunConfig.partitioning {run.partitioning!r}: use one of {', '.join(RULE_SETS)}"
+            )
+        if run.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"RunConfig.optimizer {run.optimizer!r}: use one of {', '.join(OPTIMIZERS)}"
             )
         if run.grad_accum_steps < 1 or run.batch_size % run.grad_accum_steps:
             raise ConfigError(

@@ -12,10 +12,12 @@ import os
 
 import jax
 import numpy as np
+import optax
 import seqio
+import tensorflow as tf
 from tqdm import tqdm
 
-from cmrcx import checkpoints, input_pipeline, partitioning
+from cmrcx import checkpoints, input_pipeline, partitioning, released_optimizer
 from cmrcx.cloze_model import ClozeModel
 from cmrcx.cmrc2019 import evaluation
 from cmrcx.cmrc2019.official_format import read_passages, write_predictions
@@ -46,18 +48,13 @@ class Cmrc2019Runner:
             tfds_cache_dir=run.tfds_cache_dir,
             lower_case=run.lower_case,
         )
-        self.num_train_steps = self._schedule_length() if for_training else 1
-        self.model = ClozeModel(run.model)
         self.mesh = partitioning.make_mesh(run.mesh_shape)
+        self.eval_batch_size = self._check_batch_sizes()
+        self.num_train_steps, optimizer = self._optimizer(for_training)
+        self.model = ClozeModel(run.model)
         self.trainer = Trainer(
             self.model,
-            adamw_with_warmup(
-                run.learning_rate,
-                self.num_train_steps,
-                run.warmup_fraction,
-                run.weight_decay,
-                run.max_grad_norm,
-            ),
+            optimizer,
             self.mesh,
             self._example_batch(),
             rules=run.logical_rules or partitioning.logical_rules(run.partitioning),
@@ -69,19 +66,86 @@ class Cmrc2019Runner:
         )
         self.writer = MetricWriter(run.model_dir)
 
-    def _schedule_length(self) -> int:
-        """Optimizer steps: epochs over training *windows* (what a step consumes)."""
-        if self.run.num_train_steps is not None:
-            return self.run.num_train_steps
-        require_split(self.run.data_dir, self.run.train_split)
-        windows = input_pipeline.count_examples(self.train_task, self.run.train_split)
-        steps = math.ceil(self.run.num_epochs * windows / self.run.batch_size)
-        print(
-            f"{windows} training windows x {self.run.num_epochs} epochs / batch "
-            f"{self.run.batch_size} = {steps} steps",
-            flush=True,
+    def _check_batch_sizes(self) -> int:
+        """Checks the training batch against the mesh; returns the evaluation batch size.
+
+        The evaluation batch is rounded up to a multiple of the data-parallel device
+        count (the padded rows are masked), so a 6-device run does not die at its
+        final evaluation with batch 32.
+        """
+        run, data_size = self.run, self.mesh.shape["data"]
+        if run.batch_size % (data_size * run.grad_accum_steps):
+            raise ConfigError(
+                f"RunConfig.batch_size {run.batch_size} does not split into "
+                f"{run.grad_accum_steps} micro-batch(es) over {data_size} data-parallel devices; "
+                f"use a multiple of {data_size * run.grad_accum_steps} (or another mesh_shape)"
+            )
+        eval_batch_size = -(-run.eval_batch_size // data_size) * data_size
+        if eval_batch_size != run.eval_batch_size:
+            print(
+                f"eval batch {run.eval_batch_size} -> {eval_batch_size}: a multiple of the "
+                f"{data_size} data-parallel devices (padding rows are masked)",
+                flush=True,
+            )
+        return eval_batch_size
+
+    def _optimizer(self, for_training: bool) -> tuple[int, optax.GradientTransformation]:
+        """(optimizer steps of the run, the optimizer), for RunConfig.optimizer.
+
+        adamw: epochs over training *windows* (what a step consumes), rounded up; the
+        schedule spans exactly those steps. released_script: the script's counts,
+        int(epochs) epochs of whole batches of windows, and a schedule length counted
+        in *blanks* (cmrcx.released_optimizer).
+        """
+        run = self.run
+        if not for_training:  # the optimizer's state structure only, to restore checkpoints
+            if run.optimizer == "released_script":
+                return 1, released_optimizer.released_bert_adam(run.learning_rate, 1)
+            return 1, adamw_with_warmup(run.learning_rate, 1)
+        windows = None
+        if run.num_train_steps is None or run.optimizer == "released_script":
+            require_split(run.data_dir, run.train_split)
+            windows = input_pipeline.count_examples(self.train_task, run.train_split)
+        if run.optimizer == "released_script":
+            blanks = self._count_training_blanks()
+            schedule = released_optimizer.script_schedule_steps(
+                blanks, run.batch_size, run.num_epochs
+            )
+            steps = run.num_train_steps or released_optimizer.script_train_steps(
+                windows, run.batch_size, run.num_epochs
+            )
+            print(
+                f"released script's schedule: {blanks} training blanks x {run.num_epochs} "
+                f"epochs / batch {run.batch_size} = {schedule} (t_total); {windows} windows "
+                f"-> {steps} steps",
+                flush=True,
+            )
+            optimizer = released_optimizer.released_bert_adam(
+                run.learning_rate,
+                max(1, schedule),
+                run.warmup_fraction,
+                run.weight_decay,
+                max_grad_norm=run.max_grad_norm,
+            )
+            return steps, optimizer
+        steps = run.num_train_steps
+        if steps is None:
+            steps = math.ceil(run.num_epochs * windows / run.batch_size)
+            print(
+                f"{windows} training windows x {run.num_epochs} epochs / batch "
+                f"{run.batch_size} = {steps} steps",
+                flush=True,
+            )
+        optimizer = adamw_with_warmup(
+            run.learning_rate, steps, run.warmup_fraction, run.weight_decay, run.max_grad_norm
         )
-        return steps
+        return steps, optimizer
+
+    def _count_training_blanks(self) -> int:
+        """Blanks of the training split (the script's len(train_examples)), from the source."""
+        source = seqio.get_mixture_or_task(self.train_task).source
+        dataset = source.get_dataset(split=self.run.train_split, shuffle=False)
+        return int(dataset.reduce(0, lambda n, ex: n + tf.size(ex["answers"])).numpy())
 
     def _example_batch(self) -> dict[str, np.ndarray]:
         run, blanks = self.run, cmrc2019_tasks.MAX_BLANKS
@@ -173,9 +237,9 @@ class Cmrc2019Runner:
             require_split(self.run.data_dir, split), require_answers=split != "test"
         )
         table = evaluation.BlankLogitTable()
-        shard = input_pipeline.host_shard(self.trainer.batch_sharding, self.run.eval_batch_size)
+        shard = input_pipeline.host_shard(self.trainer.batch_sharding, self.eval_batch_size)
         batches = input_pipeline.eval_batches(
-            self.score_task, split, self.run.eval_batch_size, SCORE_KEYS, shard
+            self.score_task, split, self.eval_batch_size, SCORE_KEYS, shard
         )
         for device_batch, host_batch in tqdm(
             batches, desc=f"eval {split}", disable=jax.process_index() != 0

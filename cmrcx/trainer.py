@@ -41,8 +41,13 @@ def adamw_with_warmup(
 ) -> optax.GradientTransformation:
     """AdamW with linear warm-up then linear decay to 0, and gradient clipping.
 
-    The authors' script (BertAdam) warms up over 10% of the steps, decays weights
-    by 0.01 except bias/LayerNorm, and clips the global gradient norm at 1.0.
+    The paper setting: 10% linear warm-up, linear decay to 0, weight decay 0.01
+    except bias/LayerNorm, the global gradient norm clipped at 1.0. The authors'
+    released script differs (pytorch_pretrained_bert 0.4.0 BertAdam): it clips
+    each tensor's norm at 1.0 on its own, has no bias correction, applies the
+    warm-up/decay factor twice (rate lr * w^2) over a length counted in blanks
+    while stepping over windows (so the rate hits 0 ~62% in and rises again), and
+    never updates the pooler. That optimizer is `cmrcx.released_optimizer`.
     """
     warmup_steps = max(1, int(num_train_steps * warmup_fraction))
     schedule = optax.join_schedules(

@@ -165,3 +165,43 @@ def test_export_hf_loads_in_transformers_with_the_same_hidden_states(tiny_run, t
     hidden, pooled = BertEncoder(config).apply({"params": params}, ids, np.zeros_like(ids), mask)
     np.testing.assert_allclose(np.asarray(hidden), want.last_hidden_state.numpy(), atol=1e-5)
     np.testing.assert_allclose(np.asarray(pooled), want.pooler_output.numpy(), atol=1e-5)
+
+
+def test_six_devices_released_script_optimizer_then_eval_on_one(tmp_path):
+    """6 simulated devices: the eval batch (32) is rounded to 36 instead of failing at the
+    final evaluation; the released script's optimizer trains from gin; a 1-device eval of
+    that checkpoint gives the same scores."""
+    model_dir = f"{tmp_path}/six"
+    gins = [
+        "--gin_file=cmrc2019_tiny.gin",
+        f"--gin.MODEL_DIR='{model_dir}'",
+        "--gin.RunConfig.optimizer='released_script'",
+    ]
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=6"}
+    six = [*gins, "--gin.RunConfig.mesh_shape=(6, 1)", "--gin.RunConfig.batch_size=6"]
+    out = subprocess.run(
+        [sys.executable, "-m", "cmrcx.train", *six, "--gin.RunConfig.num_train_steps=2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert "eval batch 32 -> 36" in out.stdout
+    # 182 blanks in the bundled training sample, 10 epochs: t_total = int(182 / 6 * 10) = 303.
+    assert "182 training blanks x 10.0 epochs / batch 6 = 303 (t_total)" in out.stdout
+    trained = last_json(out.stdout)
+    evaluated = last_json(cmrcx("eval", *gins).stdout)
+    assert trained["step"] == evaluated["step"] == 2
+    for key, value in trained.items():
+        if "/" in key:
+            assert evaluated[key] == pytest.approx(value), key
+    bad = subprocess.run(
+        [sys.executable, "-m", "cmrcx.train", *six, "--gin.RunConfig.batch_size=8"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "batch_size 8 does not split into 1 micro-batch(es) over 6" in bad.stderr
