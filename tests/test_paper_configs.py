@@ -74,3 +74,12 @@ def test_smoke_with_tiny_overlay(experiment, tmp_path, tfds_cache):
 @pytest.fixture(scope="module")
 def tfds_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("tfds"))
+
+
+def test_released_script_overlay():
+    """runs/released_script.gin after an experiment: the script's run.sh setting."""
+    launch.parse_gin(["cmrc2019_bert_multilingual.gin", "runs/released_script.gin"], [])
+    run = launch.RunConfig()
+    assert (run.optimizer, run.learning_rate, run.decoding) == ("released_script", 2e-5, "baseline")
+    assert run.lower_case  # the script lower-cases every vocabulary, cased ones too
+    assert (run.num_epochs, run.max_length, run.batch_size, run.doc_stride) == (3.0, 512, 24, 128)
