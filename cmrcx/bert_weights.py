@@ -10,6 +10,9 @@ exporting back to HuggingFace is the same table read the other way.
 Tensors a source holds beyond the encoder are sorted into two kinds: known
 pretraining-only ones (MLM/NSP heads, optimizer slots, step counters), which
 are dropped and counted, and everything else, which is an error listing them.
+The one tensor group a source may lack is the pooler: `with_fresh_pooler` adds
+a freshly initialised one (`BertForMaskedLM` saves none); any other missing
+tensor is an error.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ from cmrcx.models.bert import BertConfig
 # Not part of the encoder; dropped (and reported) on conversion.
 DROPPED_HF = re.compile(r"^(cls\.|embeddings\.position_ids$|pooler\.position_ids$)")
 DROPPED_TF = re.compile(r"(^cls/|^global_step$|/adam_[mv]$|^bad_steps$|^good_steps$|^loss_scale$)")
+
+# The pooler, which `transformers.BertForMaskedLM` (built with add_pooling_layer=False)
+# does not save; many released Chinese BERTs come from it. Fine-tuning heads that
+# read the pooled output then train it from this fresh start (the cloze head does not).
+POOLER_HF = ("pooler.dense.bias", "pooler.dense.weight")
+POOLER_SEED = 0  # jax.random.key of the fresh pooler kernel: conversions are reproducible
 
 
 class WeightError(ValueError):
@@ -166,6 +175,31 @@ def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[st
         else:
             out[name] = value
     return out, dropped
+
+
+def with_fresh_pooler(
+    hf_tensors: Mapping[str, np.ndarray], config: BertConfig
+) -> tuple[dict, list[str]]:
+    """(HF-named tensors with a fresh pooler if the source has none, names made fresh).
+
+    Initialised as `BertEncoder` initialises its `pooler` (models/bert.py): the kernel
+    truncated normal with stddev initializer_range (key `POOLER_SEED`), the bias zeros.
+    The fresh kernel is [hidden, hidden] in torch layout, like a checkpoint's. A source
+    with half a pooler gets nothing added, so `encoder_params` reports the other half
+    missing.
+    """
+    if any(name in hf_tensors for name in POOLER_HF):
+        return dict(hf_tensors), []
+    import jax  # only here: the rest of the conversion is numpy
+
+    hidden = config.hidden_size
+    init = jax.nn.initializers.truncated_normal(config.initializer_range)
+    kernel = np.asarray(init(jax.random.key(POOLER_SEED), (hidden, hidden), np.float32))
+    fresh = {
+        "pooler.dense.bias": np.zeros([hidden], np.float32),
+        "pooler.dense.weight": to_torch(kernel, "dense"),
+    }
+    return {**hf_tensors, **fresh}, sorted(fresh)
 
 
 def encoder_params(hf_tensors: Mapping[str, np.ndarray], config: BertConfig, source: str) -> dict:

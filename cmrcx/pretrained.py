@@ -13,6 +13,7 @@ import dataclasses
 import glob
 import json
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,16 @@ HF_CONFIG_KEYS = {
 
 class PretrainedFormatError(ValueError):
     """A directory is not a BERT release cmrcx can read; says what is missing."""
+
+
+class PretrainedRelease(NamedTuple):
+    """What `read_pretrained_dir` found in a release directory."""
+
+    config: BertConfig
+    params: dict  # the params["bert"] tree, layers stacked, float32
+    dropped: list[str]  # pretraining-only tensors left out (heads, optimizer slots)
+    source: str  # "safetensors", "pytorch_model.bin" or "TF checkpoint"
+    fresh: list[str]  # HF names initialised fresh: the pooler, when the release has none
 
 
 def config_from_hf(path: str) -> BertConfig:
@@ -98,14 +109,19 @@ def _read_tf_checkpoint(directory: str) -> dict[str, np.ndarray] | None:
     indexes = sorted(glob.glob(os.path.join(directory, "*.ckpt*.index")))
     if not indexes:
         return None
-    import tensorflow as tf
+    from cmrcx import quiet_start
 
+    tf = quiet_start.import_tensorflow()  # no CUDA start-up lines in the converter's output
     reader = tf.train.load_checkpoint(indexes[0][: -len(".index")])
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
-def read_pretrained_dir(directory: str) -> tuple[BertConfig, dict, list[str], str]:
-    """(config, params["bert"] tree, dropped tensor names, description of the source)."""
+def read_pretrained_dir(directory: str) -> PretrainedRelease:
+    """The encoder of a HuggingFace or Google TF release directory (see `PretrainedRelease`).
+
+    Raises PretrainedFormatError (not a release) or bert_weights.WeightError (tensors
+    that do not fit; only a missing pooler is filled in, fresh).
+    """
     directory = os.path.abspath(directory)
     hf_config = os.path.join(directory, "config.json")
     tf_config = os.path.join(directory, "bert_config.json")
@@ -130,8 +146,9 @@ def read_pretrained_dir(directory: str) -> tuple[BertConfig, dict, list[str], st
         raise PretrainedFormatError(
             f"{directory}: neither config.json (HuggingFace) nor bert_config.json (Google TF)"
         )
+    named, fresh = bert_weights.with_fresh_pooler(named, config)
     params = bert_weights.encoder_params(named, config, f"{directory} ({source})")
-    return config, params, sorted(dropped), source
+    return PretrainedRelease(config, params, sorted(dropped), source, fresh)
 
 
 def write_hf_dir(out: str, params_bert, config: BertConfig, vocab_file: str | None) -> None:

@@ -5,7 +5,9 @@ Reference models are random-initialised `transformers` BertModels built here
 mapping cannot hide behind zeros and ones). They are saved as safetensors,
 pytorch_model.bin and a Google-style TF checkpoint written with TensorFlow's
 own APIs, converted with `cmrcx.convert`, and run on the same token ids with
-padding masks.
+padding masks. Releases saved from BertForMaskedLM (or BertModel without its
+pooling layer) hold no pooler: the converter starts it fresh, so only hidden
+states are compared for them.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from safetensors.numpy import load_file, save_file  # noqa: E402
+
 from cmrcx import bert_weights, checkpoints, convert  # noqa: E402
-from cmrcx.models.bert import BertEncoder  # noqa: E402
+from cmrcx.models.bert import BertConfig, BertEncoder  # noqa: E402
 from cmrcx.pretrained import read_pretrained_dir, write_hf_dir  # noqa: E402
 
 SMALL = dict(
@@ -47,11 +51,14 @@ LARGE = dict(
 )  # RoBERTa-wwm-ext-large (BERT architecture)
 
 
-def reference_model(geometry: dict, seed: int = 0, pretraining: bool = False):
+def reference_model(geometry: dict, seed: int = 0, kind: str = "BertModel"):
+    """kind: a transformers class name, or "BertModel-no-pooler" (add_pooling_layer=False)."""
     torch.manual_seed(seed)
     config = transformers.BertConfig(**geometry, hidden_act="gelu")
-    cls = transformers.BertForPreTraining if pretraining else transformers.BertModel
-    model = cls(config).eval()
+    if kind == "BertModel-no-pooler":
+        model = transformers.BertModel(config, add_pooling_layer=False).eval()
+    else:
+        model = getattr(transformers, kind)(config).eval()
     with torch.no_grad():
         for param in model.parameters():
             param.normal_(0.0, 0.05)
@@ -77,7 +84,8 @@ def torch_outputs(model, ids, types, mask):
             token_type_ids=torch.tensor(types),
             attention_mask=torch.tensor(mask),
         )
-    return out.last_hidden_state.numpy(), out.pooler_output.numpy()
+    pooled = None if out.pooler_output is None else out.pooler_output.numpy()
+    return out.last_hidden_state.numpy(), pooled
 
 
 def flax_outputs(export_dir, ids, types, mask):
@@ -88,15 +96,21 @@ def flax_outputs(export_dir, ids, types, mask):
 
 
 def assert_same_outputs(model, export_dir, geometry, atol=1e-5):
+    """Hidden states, and the pooled output when the reference has a pooler."""
     ids, types, mask = token_batch(geometry)
     want_hidden, want_pooled = torch_outputs(model, ids, types, mask)
     hidden, pooled = flax_outputs(export_dir, ids, types, mask)
     np.testing.assert_allclose(hidden, want_hidden, atol=atol, rtol=0)
-    np.testing.assert_allclose(pooled, want_pooled, atol=atol, rtol=0)
+    if want_pooled is not None:
+        np.testing.assert_allclose(pooled, want_pooled, atol=atol, rtol=0)
 
 
 def save_hf(model, directory, safetensors: bool):
-    """As a release ships it: save_pretrained's safetensors, or a torch.save'd state dict."""
+    """As a release ships it: save_pretrained's safetensors, or a torch.save'd state dict.
+
+    The state dict is what save_pretrained(safe_serialization=False) wrote before
+    transformers 5, which ignores that flag and always writes safetensors.
+    """
     os.makedirs(directory, exist_ok=True)
     if safetensors:
         model.save_pretrained(directory)  # handles tied MLM weights
@@ -127,11 +141,113 @@ def test_small_model_parity_both_hf_formats(tmp_path, safetensors):
 
 
 def test_pretraining_checkpoint_drops_heads_and_reports_them(tmp_path, capsys):
-    model = reference_model(SMALL, pretraining=True)  # keys are bert.* and cls.*
+    model = reference_model(SMALL, kind="BertForPreTraining")  # keys are bert.* and cls.*
     save_hf(model, tmp_path / "hf", safetensors=True)
     run_convert(tmp_path / "hf", tmp_path / "out")
     assert "pretraining-only tensors" in capsys.readouterr().out
     assert_same_outputs(model, str(tmp_path / "out"), SMALL)
+
+
+FRESH_POOLER_LINE = (
+    "initialised fresh (2): pooler.dense.bias, pooler.dense.weight "
+    "(not in the checkpoint; BertForMaskedLM saves none)"
+)
+
+
+def fresh_report_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("initialised fresh")]
+
+
+def saved_tensor_names(directory) -> list[str]:
+    """Tensor names of a saved HF directory: checks what a test starts from."""
+    path = os.path.join(directory, "model.safetensors")
+    if os.path.isfile(path):
+        return list(load_file(path))
+    return list(torch.load(os.path.join(directory, "pytorch_model.bin"), weights_only=True))
+
+
+@pytest.mark.parametrize(
+    "kind, safetensors",
+    [("BertForMaskedLM", True), ("BertForMaskedLM", False), ("BertModel-no-pooler", True)],
+    ids=["mlm-safetensors", "mlm-pytorch_bin", "bertmodel-no-pooler"],
+)
+def test_poolerless_checkpoint_converts_with_a_fresh_pooler(tmp_path, capsys, kind, safetensors):
+    model = reference_model(SMALL, kind=kind)
+    save_hf(model, tmp_path / "hf", safetensors)
+    names = saved_tensor_names(tmp_path / "hf")
+    assert not any("pooler" in name for name in names)
+    # BertForMaskedLM's names carry the "bert." prefix; BertModel's do not.
+    assert all(name.startswith(("bert.", "cls.")) for name in names) == (
+        kind != "BertModel-no-pooler"
+    )
+    run_convert(tmp_path / "hf", tmp_path / "out")
+    assert fresh_report_lines(capsys.readouterr().out) == [FRESH_POOLER_LINE]
+    with open(tmp_path / "out" / "model_config.json", encoding="utf-8") as f:
+        assert json.load(f)["initialised_fresh"] == ["pooler.dense.bias", "pooler.dense.weight"]
+    assert_same_outputs(model, str(tmp_path / "out"), SMALL)  # hidden states: no pooler to match
+
+
+def test_fresh_pooler_is_bert_init_with_a_fixed_seed():
+    config = BertConfig(vocab_size=8, hidden_size=64, num_layers=1, num_heads=4)
+    tensors, fresh = bert_weights.with_fresh_pooler({}, config)
+    again, _ = bert_weights.with_fresh_pooler({}, config)
+    assert fresh == ["pooler.dense.bias", "pooler.dense.weight"]
+    kernel, bias = tensors["pooler.dense.weight"], tensors["pooler.dense.bias"]
+    np.testing.assert_array_equal(kernel, again["pooler.dense.weight"])  # reproducible
+    assert kernel.shape == (64, 64) and bias.shape == (64,) and not bias.any()
+    # BertEncoder's truncated normal: cut at 2 stddev, whose std is 0.88 stddev.
+    stddev = config.initializer_range
+    assert np.abs(kernel).max() <= 2 * stddev * (1 + 1e-6)
+    assert 0.8 * stddev < kernel.std() < 0.95 * stddev
+    half, fresh = bert_weights.with_fresh_pooler({"pooler.dense.bias": bias}, config)
+    assert fresh == [] and "pooler.dense.weight" not in half  # half a pooler stays an error
+
+
+@pytest.mark.parametrize(
+    "kind, removed",
+    [
+        ("BertForMaskedLM", "bert.encoder.layer.1.output.dense.weight"),
+        ("BertModel", "pooler.dense.bias"),
+    ],
+    ids=["layer-weight", "half-pooler"],
+)
+def test_only_a_whole_pooler_may_be_missing(tmp_path, capsys, kind, removed):
+    model = reference_model(SMALL, kind=kind)
+    save_hf(model, tmp_path / "hf", safetensors=True)
+    path = str(tmp_path / "hf" / "model.safetensors")
+    tensors = load_file(path)
+    del tensors[removed]
+    save_file(tensors, path, metadata={"format": "pt"})
+    assert convert.main(["--from", str(tmp_path / "hf"), "--to", str(tmp_path / "out")]) == 2
+    out = capsys.readouterr()
+    assert f"missing (1): {removed.removeprefix('bert.')}\n" in out.err + "\n"
+    assert not fresh_report_lines(out.out) and not (tmp_path / "out").exists()
+
+
+def test_poolerless_conversion_exports_back_to_transformers(tmp_path):
+    """convert -> cmrcx export -> write_hf_dir (`export --format hf`) -> transformers."""
+    model = reference_model(SMALL, seed=7, kind="BertForMaskedLM")
+    save_hf(model, tmp_path / "hf", safetensors=True)
+    run_convert(tmp_path / "hf", tmp_path / "out")
+    config = checkpoints.read_model_config(str(tmp_path / "out"))
+    params = checkpoints.load_params(str(tmp_path / "out"), None)["bert"]
+    write_hf_dir(str(tmp_path / "back"), params, config, str(tmp_path / "out" / "vocab.txt"))
+    assert sorted(os.listdir(tmp_path / "back")) == [
+        "config.json",
+        "model.safetensors",
+        "vocab.txt",
+    ]
+    reloaded, info = transformers.BertModel.from_pretrained(
+        str(tmp_path / "back"), output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]  # the fresh pooler went out
+    ids, types, mask = token_batch(SMALL)
+    want_hidden, want_pooled = torch_outputs(reloaded.eval(), ids, types, mask)
+    hidden, pooled = flax_outputs(str(tmp_path / "out"), ids, types, mask)
+    np.testing.assert_allclose(hidden, want_hidden, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(pooled, want_pooled, atol=1e-5, rtol=0)
+    original_hidden, _ = torch_outputs(model, ids, types, mask)
+    np.testing.assert_allclose(want_hidden, original_hidden, atol=1e-5, rtol=0)
 
 
 def test_bert_base_geometry_parity(tmp_path):
@@ -193,18 +309,22 @@ def write_google_tf_checkpoint(model, directory):
     write_vocab(directory, model.config.vocab_size)
 
 
-def test_google_tf_checkpoint_parity(tmp_path):
-    model = reference_model(SMALL, seed=3)
+@pytest.mark.parametrize("kind", ["BertModel", "BertModel-no-pooler"])
+def test_google_tf_checkpoint_parity(tmp_path, capsys, kind):
+    model = reference_model(SMALL, seed=3, kind=kind)
     write_google_tf_checkpoint(model, tmp_path / "tf")
     assert (tmp_path / "tf" / "bert_model.ckpt.index").is_file()
     run_convert(tmp_path / "tf", tmp_path / "out")
+    want_lines = [] if kind == "BertModel" else [FRESH_POOLER_LINE]
+    assert fresh_report_lines(capsys.readouterr().out) == want_lines
     assert_same_outputs(model, str(tmp_path / "out"), SMALL)
 
 
 def test_unknown_missing_and_misshapen_tensors_are_listed(tmp_path):
     model = reference_model(SMALL)
     save_hf(model, tmp_path / "hf", safetensors=True)
-    config, params, _, _ = read_pretrained_dir(str(tmp_path / "hf"))
+    release = read_pretrained_dir(str(tmp_path / "hf"))
+    config, params = release.config, release.params
     tensors = dict(bert_weights.hf_tensors(params, config))
     tensors["encoder.layer.0.attention.self.rotary.weight"] = np.zeros(3, np.float32)
     del tensors["encoder.layer.1.output.dense.bias"]
@@ -225,7 +345,8 @@ def test_convert_cli_reports_bad_directories(tmp_path, capsys):
 def test_hf_export_loads_in_transformers_with_the_same_outputs(tmp_path):
     model = reference_model(SMALL, seed=5)
     save_hf(model, tmp_path / "hf", safetensors=True)
-    config, params, _, _ = read_pretrained_dir(str(tmp_path / "hf"))
+    release = read_pretrained_dir(str(tmp_path / "hf"))
+    config, params = release.config, release.params
     write_hf_dir(str(tmp_path / "back"), params, config, str(tmp_path / "hf" / "vocab.txt"))
     reloaded = transformers.BertModel.from_pretrained(str(tmp_path / "back")).eval()
     ids, types, mask = token_batch(SMALL)
