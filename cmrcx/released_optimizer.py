@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from cmrcx.trainer import _is_decayed
+from cmrcx.trainer import is_decayed, path_names
 
 CLIP_EPSILON = 1e-6  # torch.nn.utils.clip_grad_norm_: max_norm / (total_norm + 1e-6)
 
@@ -81,10 +81,6 @@ def _clip_per_tensor(grad: jax.Array, max_grad_norm: float, stacked: bool) -> ja
     return (grad * scale).astype(grad.dtype)
 
 
-def _path_names(path) -> list[str]:
-    return [str(getattr(key, "key", getattr(key, "name", ""))) for key in path]
-
-
 def released_bert_adam(
     learning_rate: float,
     schedule_steps: int,
@@ -112,7 +108,7 @@ def released_bert_adam(
         if params is None:
             raise ValueError("released_bert_adam needs params (weight decay reads them)")
         grads = jax.tree_util.tree_map_with_path(
-            lambda path, g: _clip_per_tensor(g, max_grad_norm, stacked_module in _path_names(path)),
+            lambda path, g: _clip_per_tensor(g, max_grad_norm, stacked_module in path_names(path)),
             updates,
         )
         mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state.mu, grads)
@@ -120,10 +116,10 @@ def released_bert_adam(
         rate = script_learning_rate(state.count, learning_rate, schedule_steps, warmup_fraction)
 
         def step(path, m, v, p):
-            if any("pooler" in name for name in _path_names(path)):
+            if any("pooler" in name for name in path_names(path)):
                 return jnp.zeros_like(p)  # the script drops the pooler from the optimizer
             direction = m / (jnp.sqrt(v) + eps)
-            if weight_decay > 0 and _is_decayed(path):
+            if weight_decay > 0 and is_decayed(path):
                 direction = direction + weight_decay * p
             return (-rate * direction).astype(p.dtype)
 

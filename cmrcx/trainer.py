@@ -26,10 +26,14 @@ class TrainState:
     opt_state: Any
 
 
-def _is_decayed(path) -> bool:
+def path_names(path) -> list[str]:
+    """A pytree key path as names: (DictKey('bert'), DictKey('pooler'), ...) -> ['bert', ...]."""
+    return [str(getattr(key, "key", getattr(key, "name", ""))) for key in path]
+
+
+def is_decayed(path) -> bool:
     """Weight decay off bias and LayerNorm, as BertAdam's `no_decay` list."""
-    names = [str(getattr(key, "key", getattr(key, "name", ""))) for key in path]
-    return not any(name == "bias" or "LayerNorm" in name for name in names)
+    return not any(name == "bias" or "LayerNorm" in name for name in path_names(path))
 
 
 def adamw_with_warmup(
@@ -66,7 +70,7 @@ def adamw_with_warmup(
             eps=1e-6,
             weight_decay=weight_decay,
             mask=lambda params: jax.tree_util.tree_map_with_path(
-                lambda path, _: _is_decayed(path), params
+                lambda path, _: is_decayed(path), params
             ),
         ),
     )
