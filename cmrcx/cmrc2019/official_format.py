@@ -24,6 +24,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
+
 BLANK_PATTERN = re.compile(r"\[BLANK(\d+)\]")
 # The authors' script (baseline/run_cmrc2019_baseline.py of ymcui/cmrc2019, commit
 # 742f7c8, `read_squad_examples`) puts a space after every passage character outside
@@ -85,31 +87,6 @@ class ClozePassage:
         return tuple(c for c in range(len(self.choices)) if c not in used)
 
 
-class _FieldError(Exception):
-    """Internal: a problem in one field of one record, located later by `read_passages`."""
-
-    def __init__(self, field: str, detail: str) -> None:
-        super().__init__(detail)
-        self.field = field
-        self.detail = detail
-
-
-def _json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):  # before int: bool is a subclass of int
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
-
-
-def _is_int(value: Any) -> bool:
-    """True for JSON integers; rejects booleans, which Python treats as ints."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _load_json(path: str | os.PathLike[str]) -> Any:
     """Parses a UTF-8 JSON file, turning every read/parse failure into a DataFormatError."""
     try:
@@ -135,12 +112,12 @@ def _check_blank_markers(context: str) -> int:
     """
     markers = BLANK_PATTERN.findall(context)
     if not markers:
-        raise _FieldError("context", "contains no [BLANKk] marker")
+        raise FieldError("context", "contains no [BLANKk] marker")
     # "[BLANK01]" or "[BLANK0]" would silently renumber blanks if parsed with int().
     odd = sorted({m for m in markers if m != str(int(m)) or int(m) == 0})
     if odd:
         names = ", ".join(f"[BLANK{m}]" for m in odd)
-        raise _FieldError("context", f"invalid blank marker(s) {names}")
+        raise FieldError("context", f"invalid blank marker(s) {names}")
     numbers = [int(m) for m in markers]
     n = max(numbers)
     missing = sorted(set(range(1, n + 1)) - set(numbers))
@@ -151,7 +128,7 @@ def _check_blank_markers(context: str) -> int:
             problems.append("missing " + ", ".join(f"[BLANK{k}]" for k in missing))
         if duplicated:
             problems.append("duplicated " + ", ".join(f"[BLANK{k}]" for k in duplicated))
-        raise _FieldError(
+        raise FieldError(
             "context",
             f"blank markers must be [BLANK1]..[BLANK{n}] once each: " + "; ".join(problems),
         )
@@ -161,34 +138,34 @@ def _check_blank_markers(context: str) -> int:
 def _check_choices(choices: Any) -> tuple[str, ...]:
     """Validates ``choices``: a non-empty list of non-blank strings."""
     if not isinstance(choices, list):
-        raise _FieldError("choices", f"expected an array of strings, got {_json_type(choices)}")
+        raise FieldError("choices", f"expected an array of strings, got {json_type(choices)}")
     if not choices:
-        raise _FieldError("choices", "is empty")
+        raise FieldError("choices", "is empty")
     for i, choice in enumerate(choices):
         if not isinstance(choice, str):
-            raise _FieldError("choices", f"choice {i} is {_json_type(choice)}, expected string")
+            raise FieldError("choices", f"choice {i} is {json_type(choice)}, expected string")
         if not choice.strip():
-            raise _FieldError("choices", f"choice {i} is empty or whitespace-only")
+            raise FieldError("choices", f"choice {i} is empty or whitespace-only")
     return tuple(choices)
 
 
 def _check_answers(answers: Any, num_blanks: int, num_choices: int) -> tuple[int, ...]:
     """Validates ``answers``: one in-range, distinct choice index per blank."""
     if not isinstance(answers, list):
-        raise _FieldError("answers", f"expected an array of integers, got {_json_type(answers)}")
+        raise FieldError("answers", f"expected an array of integers, got {json_type(answers)}")
     for k, index in enumerate(answers):
-        if not _is_int(index):
-            raise _FieldError("answers", f"answer {k} is {_json_type(index)}, expected integer")
+        if not is_json_int(index):
+            raise FieldError("answers", f"answer {k} is {json_type(index)}, expected integer")
     if len(answers) != num_blanks:
-        raise _FieldError(
+        raise FieldError(
             "answers", f"has {len(answers)} answers but the context has {num_blanks} blanks"
         )
     first_blank: dict[int, int] = {}
     for k, index in enumerate(answers):
         if not 0 <= index < num_choices:
-            raise _FieldError("answers", f"index {index} is out of range for {num_choices} choices")
+            raise FieldError("answers", f"index {index} is out of range for {num_choices} choices")
         if index in first_blank:
-            raise _FieldError(
+            raise FieldError(
                 "answers",
                 f"choice {index} is used for both [BLANK{first_blank[index] + 1}] "
                 f"and [BLANK{k + 1}]",
@@ -198,27 +175,27 @@ def _check_answers(answers: Any, num_blanks: int, num_choices: int) -> tuple[int
 
 
 def _parse_record(record: Any, require_answers: bool) -> ClozePassage:
-    """Validates one element of ``data``; raises _FieldError (field "" = the record itself)."""
+    """Validates one element of ``data``; raises FieldError (field "" = the record itself)."""
     if not isinstance(record, dict):
-        raise _FieldError("", f"expected an object, got {_json_type(record)}")
+        raise FieldError("", f"expected an object, got {json_type(record)}")
     required = ["context_id", "context", "choices"] + (["answers"] if require_answers else [])
     for key in required:
         if key not in record:
-            raise _FieldError(key, "missing")
+            raise FieldError(key, "missing")
     for key in ("context_id", "context"):
         if not isinstance(record[key], str):
-            raise _FieldError(key, f"expected a string, got {_json_type(record[key])}")
+            raise FieldError(key, f"expected a string, got {json_type(record[key])}")
     if not record["context_id"].strip():
-        raise _FieldError("context_id", "is empty or whitespace-only")
+        raise FieldError("context_id", "is empty or whitespace-only")
     if not record["context"].strip():
-        raise _FieldError("context", "is empty or whitespace-only")
+        raise FieldError("context", "is empty or whitespace-only")
     num_blanks = _check_blank_markers(record["context"])
     choices = _check_choices(record["choices"])
     # The unlabelled test split ships either "answers": [] or no key at all.
     raw_answers = record.get("answers", [])
     if raw_answers == []:
         if require_answers:
-            raise _FieldError(
+            raise FieldError(
                 "answers", "is empty (unlabelled test split? read it with require_answers=False)"
             )
         answers = None
@@ -231,14 +208,13 @@ def _data_list(path: str | os.PathLike[str], document: Any) -> list[Any]:
     """Returns the top-level ``data`` list, or raises naming what was found instead."""
     if not isinstance(document, dict):
         raise DataFormatError(
-            f"{path}: top level: expected an object with a 'data' array, got {_json_type(document)}"
+            f"{path}: top level: expected an object with a 'data' array, got {json_type(document)}"
         )
     if "data" not in document:
         raise DataFormatError(f"{path}: top level: field 'data': missing")
     if not isinstance(document["data"], list):
         raise DataFormatError(
-            f"{path}: top level: field 'data': expected an array, "
-            f"got {_json_type(document['data'])}"
+            f"{path}: top level: field 'data': expected an array, got {json_type(document['data'])}"
         )
     return document["data"]
 
@@ -271,7 +247,7 @@ def read_passages(path: str | os.PathLike[str], require_answers: bool = True) ->
     for i, record in enumerate(records):
         try:
             passage = _parse_record(record, require_answers)
-        except _FieldError as e:
+        except FieldError as e:
             field = f": field {e.field!r}" if e.field else ""
             raise DataFormatError(
                 f"{path}: {_record_label(i, record)}{field}: {e.detail}"
@@ -301,19 +277,17 @@ def read_predictions(path: str | os.PathLike[str]) -> dict[str, list[int | str]]
     if not isinstance(document, dict):
         raise DataFormatError(
             f"{path}: top level: expected an object mapping context_id to an array of "
-            f"integers, got {_json_type(document)}"
+            f"integers, got {json_type(document)}"
         )
     predictions: dict[str, list[int | str]] = {}
     for context_id, value in document.items():
         where = f"{path}: context_id {context_id!r}"
         if not isinstance(value, list):
-            raise DataFormatError(
-                f"{where}: expected an array of integers, got {_json_type(value)}"
-            )
+            raise DataFormatError(f"{where}: expected an array of integers, got {json_type(value)}")
         for k, index in enumerate(value):
-            if not (_is_int(index) or isinstance(index, str)):
+            if not (is_json_int(index) or isinstance(index, str)):
                 raise DataFormatError(
-                    f"{where}: blank {k + 1}: expected an integer, got {_json_type(index)}"
+                    f"{where}: blank {k + 1}: expected an integer, got {json_type(index)}"
                 )
         predictions[context_id] = value
     return predictions
