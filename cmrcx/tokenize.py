@@ -1,9 +1,12 @@
-"""Shows how a vocabulary tokenizes text: ``python -m cmrcx.tokenize --vocab VOCAB.txt``.
+"""Shows how a vocabulary tokenizes text: ``python -m cmrcx.tokenize --vocab VOCAB``.
 
 Reads lines of UTF-8 text on stdin and prints, for each, one line with a JSON list
 of token ids (``--pieces``: the token strings), made by the same TF op the input
-pipelines use (`cmrcx.vocabularies.WordPieceVocabulary`). With the bundled tiny
-vocabulary::
+pipelines use. The file picks the vocabulary: a SentencePiece ``*.model`` (LongLM,
+mT5) is a `cmrcx.t5_vocabulary.T5SentencePieceVocabulary` with 100 sentinels
+(``<extra_id_k>`` in the text becomes its id, as in transformers' T5Tokenizer; no
+``</s>`` is appended), anything else a BERT ``vocab.txt``
+(`cmrcx.vocabularies.WordPieceVocabulary`). With the bundled tiny vocabulary::
 
     $ echo '他[BLANK1]了。' | python -m cmrcx.tokenize --vocab cmrcx/data/tiny_vocab.txt --pieces
     ["他", "[", "[UNK]", "]", "了", "。"]
@@ -15,9 +18,15 @@ characters, as the authors' script does ("100" becomes ``1 0 0``), and rewrites 
 sees of a passage: ``["他", "[unused1]", "了", "。"]``. (Candidates are tokenized
 whole: leave the flag off for them.)
 
-``--no_lower_case`` keeps case and accents (for cased vocabularies). A missing or
-malformed vocabulary, or input that is not UTF-8, prints ``error: <message>`` on
-stderr and exits with status 2.
+``--no_lower_case`` keeps case and accents (for cased vocabularies); both flags are
+for WordPiece vocabularies only. A LongLM OutGen input (outline phrases joined by
+``#``, then ``<extra_id_1>``) with a model trained on cmrcx/data/longlm_sample::
+
+    $ echo '老木匠#椅子<extra_id_1>' | python -m cmrcx.tokenize --vocab spiece.model --pieces
+    ["▁", "老木匠", "#", "椅子", "<extra_id_1>"]
+
+A missing or malformed vocabulary, or input that is not UTF-8, prints
+``error: <message>`` on stderr and exits with status 2.
 """
 
 from __future__ import annotations
@@ -33,7 +42,12 @@ from typing import TYPE_CHECKING, TextIO
 from cmrcx.cmrc2019.official_format import PASSAGE_REWRITES
 
 if TYPE_CHECKING:
+    from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
     from cmrcx.vocabularies import WordPieceVocabulary
+
+    Vocabulary = WordPieceVocabulary | T5SentencePieceVocabulary
+
+SENTENCEPIECE_SUFFIX = ".model"
 
 
 def _batches(lines: TextIO, size: int) -> Iterator[list[str]]:
@@ -49,7 +63,7 @@ def _batches(lines: TextIO, size: int) -> Iterator[list[str]]:
 
 
 def _tokenize_lines(
-    vocab: WordPieceVocabulary, lines: list[str], *, pieces: bool, cmrc2019_passage: bool
+    vocab: Vocabulary, lines: list[str], *, pieces: bool, cmrc2019_passage: bool
 ) -> list[list[int]] | list[list[str]]:
     """One list of ids (or token strings) per line, from one call of the TF op."""
     import tensorflow as tf  # here, so --help and a missing file answer at once
@@ -66,9 +80,14 @@ def _tokenize_lines(
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m cmrcx.tokenize",
-        description="Print the WordPiece ids (or pieces) of each line of stdin, as JSON.",
+        description="Print the token ids (or pieces) of each line of stdin, as JSON.",
     )
-    parser.add_argument("--vocab", required=True, help="BERT vocab.txt, one token per line")
+    parser.add_argument(
+        "--vocab",
+        required=True,
+        help=f"SentencePiece *{SENTENCEPIECE_SUFFIX} (LongLM, mT5: 100 sentinels) "
+        "or BERT vocab.txt (WordPiece, one token per line)",
+    )
     parser.add_argument("--pieces", action="store_true", help="print token strings, not ids")
     parser.add_argument(
         "--no_lower_case", action="store_true", help="keep case and accents (cased vocabularies)"
@@ -88,7 +107,21 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch_size must be at least 1, got {args.batch_size}")
+    if args.vocab.endswith(SENTENCEPIECE_SUFFIX):
+        for flag in ("no_lower_case", "cmrc2019_passage"):
+            if getattr(args, flag):
+                parser.error(f"--{flag} is for WordPiece vocab.txt files, not {args.vocab}")
     return args
+
+
+def _load_vocabulary(args: argparse.Namespace) -> Vocabulary:
+    """The vocabulary the file's name says: SentencePiece for *.model, else WordPiece."""
+    from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
+    from cmrcx.vocabularies import WordPieceVocabulary
+
+    if args.vocab.endswith(SENTENCEPIECE_SUFFIX):
+        return T5SentencePieceVocabulary(args.vocab)
+    return WordPieceVocabulary(args.vocab, lower_case=not args.no_lower_case)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,10 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cmrcx import quiet_start
 
     quiet_start.import_tensorflow()
-    from cmrcx.vocabularies import WordPieceVocabulary
-
     try:
-        vocab = WordPieceVocabulary(args.vocab, lower_case=not args.no_lower_case)
+        vocab = _load_vocabulary(args)
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

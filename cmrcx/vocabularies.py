@@ -1,4 +1,6 @@
-r"""seqio vocabularies for the BERT family: WordPiece from a `vocab.txt`.
+r"""seqio vocabulary for the BERT family: WordPiece from a `vocab.txt`.
+
+(SentencePiece with T5 sentinels, for LongLM and mT5, is `cmrcx.t5_vocabulary`.)
 
 Tokenization is a TensorFlow op (tf.strings and tensorflow-text's `regex_split` and
 `WordpieceTokenizer`, the two halves of tf_text's `BertTokenizer`), so it runs
@@ -41,7 +43,7 @@ import itertools
 import os
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import seqio
 import tensorflow as tf
@@ -84,14 +86,27 @@ def dropped_chars_class(keep: str = "\t\n\r") -> str:
     """
     kept = {ord(char) for char in keep}
     categories = map(unicodedata.category, map(chr, range(sys.maxunicode + 1)))
-    dropped = (
+    return _re2_class(
         (category[0] == "C" and code not in kept) or code == 0xFFFD
         for code, category in enumerate(categories)
     )
+
+
+@functools.cache
+def python_space_class() -> str:
+    r"""RE2 class of the characters Python's `str.strip()` / `str.isspace()` take as space.
+
+    RE2's `\s` is ASCII only; Python's also has U+3000, U+00A0, U+0085, U+001C-U+001F, ...
+    """
+    return _re2_class(chr(code).isspace() for code in range(sys.maxunicode + 1))
+
+
+def _re2_class(flags: Iterable[bool]) -> str:
+    """RE2 character class of the code points whose flag (one per code point, from 0) is set."""
     ranges, start = [], 0
-    for is_dropped, run in itertools.groupby(dropped):
+    for is_member, run in itertools.groupby(flags):
         end = start + sum(1 for _ in run)
-        if is_dropped:
+        if is_member:
             ranges.append(rf"\x{{{start:X}}}-\x{{{end - 1:X}}}")
         start = end
     return "[" + "".join(ranges) + "]"

@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 import tensorflow as tf
 
 from cmrcx import tokenize as tokenize_cli
+from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
 from cmrcx.tasks.cmrc2019 import tokenize_passage
 from cmrcx.vocabularies import WordPieceVocabulary
 
@@ -155,3 +157,74 @@ def test_bad_batch_size(vocab_file: str) -> None:
     with pytest.raises(SystemExit) as exit_info:
         tokenize_cli.main(["--vocab", vocab_file, "--batch_size", "0"])
     assert exit_info.value.code == 2
+
+
+# --- SentencePiece (LongLM / mT5): picked by the `.model` suffix -----------------------
+
+SAMPLE_DIR = Path(REPO) / "cmrcx" / "data" / "longlm_sample"
+LONGLM_LINES = [
+    "老木匠#会唱歌的椅子#孩子们都不相信#秋天<extra_id_1>",  # OutGen input
+    "<extra_id_1>从前，山脚下住着一个老木匠。",  # OutGen target
+    "小熊<extra_id_1>  松鼠<extra_id_2><extra_id_99>",
+    "",
+    "  \u3000 ",
+    "Tom 说：“2021年，OK！”</s>",
+]
+
+
+@pytest.fixture(scope="module")
+def spiece_model(tmp_path_factory) -> str:
+    """A 500-piece unigram model of the bundled sample stories, T5's pad/eos/unk ids."""
+    prefix = tmp_path_factory.mktemp("spm") / "spiece"
+    spm.SentencePieceTrainer.train(
+        input=",".join(str(path) for path in sorted(SAMPLE_DIR.glob("*.txt"))),
+        model_prefix=str(prefix),
+        model_type="unigram",
+        vocab_size=500,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        minloglevel=2,
+    )
+    return f"{prefix}.model"
+
+
+def test_sentencepiece_ids(spiece_model: str) -> None:
+    """`--vocab spiece.model` prints the T5-style ids, sentinels included, no EOS."""
+    out = _run("--vocab", spiece_model, stdin="\n".join(LONGLM_LINES) + "\n")
+    assert out.returncode == 0, out.stderr.decode()[-3000:]
+    assert out.stderr == b""
+    vocab = T5SentencePieceVocabulary(spiece_model)
+    rows = _json_lines(out.stdout)
+    assert rows == [vocab.encode(line) for line in LONGLM_LINES]
+    assert rows[0][-1] == vocab.sentinel_id(1) == 598 and rows[0][:1] == [6]  # "▁"
+    assert rows[2][-2:] == [598 - 1, 500] and rows[3] == rows[4] == []
+    assert rows[5][-1] == vocab.eos_id  # written "</s>": its id, not an appended EOS
+
+
+def test_sentencepiece_pieces(spiece_model: str, monkeypatch, capsysbinary) -> None:
+    """`--pieces` prints the model's pieces and the sentinels' strings."""
+    args = ["--vocab", spiece_model, "--pieces"]
+    status, out = _main_in_process(args, LONGLM_LINES[2] + "\n", monkeypatch, capsysbinary)
+    assert status == 0
+    pieces = ["▁", "小", "熊", "<extra_id_1>", "▁", "松鼠", "<extra_id_2>", "<extra_id_99>"]
+    assert json.loads(out) == pieces
+
+
+def test_sentencepiece_rejects_wordpiece_flags(spiece_model: str, capsys) -> None:
+    """`--cmrc2019_passage` and `--no_lower_case` are for vocab.txt: usage error, status 2."""
+    for flag in ("--cmrc2019_passage", "--no_lower_case"):
+        with pytest.raises(SystemExit) as exit_info:
+            tokenize_cli.main(["--vocab", spiece_model, flag])
+        assert exit_info.value.code == 2
+        assert f"{flag} is for WordPiece vocab.txt files" in capsys.readouterr().err
+
+
+def test_not_a_sentencepiece_model(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A `.model` file that is not one: `error: ...` naming it, status 2."""
+    bad = tmp_path / "vocab.model"
+    bad.write_text("[PAD]\n[UNK]\n", encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x\n")))
+    assert tokenize_cli.main(["--vocab", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {bad}: not a SentencePiece model")

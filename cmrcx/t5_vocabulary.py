@@ -1,0 +1,323 @@
+"""seqio vocabulary for LongLM and mT5: SentencePiece plus T5's 100 sentinels.
+
+Split from `cmrcx.vocabularies` (WordPiece), whose character-class helpers it uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+
+import seqio
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from cmrcx.vocabularies import python_space_class
+
+SENTINEL_TOKEN = "<extra_id_{}>"
+# T5Tokenizer's pad, eos and unk pieces: special tokens, so split off wherever they
+# are written in the text, like the sentinels.
+T5_SPECIAL_PIECES = ("<pad>", "</s>", "<unk>")
+
+
+class T5SentencePieceVocabulary(seqio.SentencePieceVocabulary):
+    """A SentencePiece model plus `extra_ids` sentinels, tokenized as transformers' T5Tokenizer.
+
+    The ids are those of the slow (SentencePiece) `T5Tokenizer` of transformers 4.6,
+    which LongLM's authors use (`tokenizer(text, add_special_tokens=False)`): the text
+    is cut at every special token written in it (`<extra_id_k>` for k < extra_ids,
+    `<pad>`, `</s>`, `<unk>`), the white space next to each cut is dropped (Python's
+    `str.strip`), each stretch in between is encoded by SentencePiece on its own (so it
+    gets its own "▁" prefix), and `<extra_id_k>` becomes `vocab_size - 1 - k`, where
+    `vocab_size` = pieces + extra_ids. Text that is only white space gives no ids.
+    seqio's own class adds "▁<extra_id_k>" pieces to the model instead, which find a
+    sentinel only at a word start and encode the stretches as one text. No EOS here:
+    `seqio.preprocessors.append_eos` adds it, as T5Tokenizer appends `</s>` (it does
+    not append a second one after a text that ends with a written "</s>").
+
+    `decode` gives T5Tokenizer's `decode(ids)` (sentinels and unk as `<extra_id_k>`
+    and `<unk>`, a space after each, ends stripped, `clean_up_tokenization`) of the ids
+    before the first EOS, with padding dropped where T5Tokenizer would print `<pad>`.
+
+    Known difference, from T5Tokenizer's `_convert_token_to_id`: a run of characters
+    the model does not know that begins with "<extra_id_" is one unknown piece for
+    SentencePiece; T5Tokenizer reads a sentinel number out of its text (or fails).
+    A *piece* of the model that begins so is mapped as T5Tokenizer maps it.
+
+    Tested against a transcription of transformers 4.6's code in
+    tests/test_sentencepiece_vocab.py.
+    """
+
+    def __init__(self, sentencepiece_model_file: str, extra_ids: int = 100):
+        path = sentencepiece_model_file  # local or, through tf.io.gfile, gs://...
+        path = path if "://" in path else os.path.abspath(path)
+        if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
+            raise FileNotFoundError(f"SentencePiece model not found: {path}")
+        super().__init__(path, extra_ids=extra_ids)
+        self._tf_ops = self._encode_scalar = None  # built on first use
+        with tf.io.gfile.GFile(path, "rb") as f:
+            self._model_bytes = f.read()
+        try:
+            self._check_special_pieces()
+        except (RuntimeError, OSError) as e:  # sentencepiece's error for a bad file
+            raise ValueError(f"{path}: not a SentencePiece model ({e})") from e
+
+    def _check_special_pieces(self) -> None:
+        """pad, eos and unk must be the ids of "<pad>", "</s>", "<unk>", pad must be 0.
+
+        T5Tokenizer takes the ids of those piece strings; seqio pads with 0.
+        """
+        sp = self._segment_model
+        ids = {"<pad>": sp.pad_id(), "</s>": sp.eos_id(), "<unk>": sp.unk_id()}
+        for piece, model_id in ids.items():
+            if model_id < 0 or sp.id_to_piece(model_id) != piece:
+                found = sp.id_to_piece(model_id) if model_id >= 0 else "none"
+                raise ValueError(
+                    f"{self.sentencepiece_model_file}: expected the piece {piece!r} as the "
+                    f"model's {piece.strip('<>/')} id, found id {model_id} ({found!r})"
+                )
+        if sp.pad_id() != seqio.vocabularies.PAD_ID:
+            raise ValueError(
+                f"{self.sentencepiece_model_file}: pad id is {sp.pad_id()}, seqio pads with "
+                f"{seqio.vocabularies.PAD_ID}"
+            )
+
+    @functools.cached_property
+    def _segment_model(self):
+        """The model file as is (no sentinel pieces): what T5Tokenizer encodes stretches with."""
+        import sentencepiece
+
+        return sentencepiece.SentencePieceProcessor(model_proto=self._model_bytes)
+
+    @property
+    def piece_size(self) -> int:
+        """Pieces of the model file; the sentinels follow, `<extra_id_0>` last."""
+        return self._segment_model.get_piece_size()
+
+    # The ids of the model file itself; seqio's class would load a second copy with
+    # sentinel pieces added to answer these.
+    @property
+    def pad_id(self) -> int:
+        return self._segment_model.pad_id()
+
+    @property
+    def eos_id(self) -> int:
+        return self._segment_model.eos_id()
+
+    @property
+    def unk_id(self) -> int:
+        return self._segment_model.unk_id()
+
+    @property
+    def bos_id(self) -> int | None:
+        return None if self._segment_model.bos_id() < 0 else self._segment_model.bos_id()
+
+    @property
+    def _base_vocab_size(self) -> int:
+        return self.piece_size + self.extra_ids
+
+    def sentinel_id(self, k: int) -> int:
+        """The id of `<extra_id_k>`: `vocab_size - 1 - k`."""
+        if not 0 <= k < self.extra_ids:
+            raise ValueError(f"no sentinel <extra_id_{k}>: extra_ids={self.extra_ids}")
+        return self.vocab_size - 1 - k
+
+    @functools.cached_property
+    def tokens(self) -> Sequence[str]:
+        """Token string of every id: the model's pieces, then `<extra_id_{extra_ids-1}>`...`_0>`."""
+        pieces = [self._segment_model.id_to_piece(i) for i in range(self.piece_size)]
+        return pieces + [SENTINEL_TOKEN.format(k) for k in reversed(range(self.extra_ids))]
+
+    @functools.cached_property
+    def special_token_ids(self) -> dict[str, int]:
+        """Token string -> id of every token cut out of the text before SentencePiece."""
+        ids = {piece: self._segment_model.piece_to_id(piece) for piece in T5_SPECIAL_PIECES}
+        return ids | {SENTINEL_TOKEN.format(k): self.sentinel_id(k) for k in range(self.extra_ids)}
+
+    @property
+    def _ops(self) -> _T5Ops:
+        if self._tf_ops is None:
+            # init_scope: the resources are made eagerly even when first used inside a
+            # tf.data map trace, so every pipeline shares them.
+            with tf.init_scope():
+                self._tf_ops = _T5Ops(self)
+        return self._tf_ops
+
+    def _encode_tf(self, s: tf.Tensor) -> tf.Tensor:
+        """str [] -> int32 [num_tokens]; str [n] -> ragged int32 [n, None] (no EOS)."""
+        ops = self._ops
+        # regex_split stops at a NUL: it goes through as "\x01a" ("\x01" as "\x01b").
+        escaped = tf.strings.regex_replace(
+            tf.strings.regex_replace(s, r"\x01", "\x01b"), r"\x00", "\x01a"
+        )
+        parts = tf_text.regex_split(escaped, ops.cut, ops.cut)  # a scalar: a batch of one
+        flat = tf.strings.regex_replace(parts.flat_values, r"\x01a", "\x00")
+        flat = tf.strings.regex_replace(flat, r"\x01b", "\x01")
+        is_special = tf.strings.regex_full_match(flat, ops.cut)
+        is_blank = tf.strings.regex_full_match(flat, f"{python_space_class()}*")
+        text = tf.where(is_special | is_blank, "", flat)
+        piece_ids = ops.sentencepiece.tokenize(text)  # "" gives no ids
+        if ops.piece_remap is not None:
+            piece_ids = piece_ids.with_flat_values(
+                tf.gather(ops.piece_remap, piece_ids.flat_values)
+            )
+        special = ops.special_table.lookup(tf.strings.regex_replace(flat, python_space_class(), ""))
+        part_ids = _with_special_ids(piece_ids, is_special, special)
+        ids = tf.RaggedTensor.from_row_splits(part_ids, parts.row_splits).merge_dims(1, 2)
+        return ids.flat_values if s.shape.rank == 0 else ids
+
+    def _encode(self, s: str) -> list[int]:
+        # The same op, traced once: ~1 ms a call where running it eagerly takes ~10.
+        if self._encode_scalar is None:
+            self._encode_scalar = tf.function(
+                self._encode_tf, input_signature=[tf.TensorSpec([], tf.string)]
+            )
+        return self._encode_scalar(tf.constant(s)).numpy().tolist()
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        texts, run = [], []
+        dropped, piece_size, unk_id = (self.pad_id, self.eos_id), self.piece_size, self.unk_id
+        for token_id in map(int, ids):
+            if token_id in dropped:
+                continue
+            if token_id >= piece_size or token_id == unk_id:  # T5Tokenizer's special tokens
+                texts.append(self._segment_model.decode_ids(run) + self.tokens[token_id] + " ")
+                run = []
+            else:
+                run.append(token_id)
+        texts.append(self._segment_model.decode_ids(run))
+        return _clean_up_tokenization("".join(texts).strip())
+
+    def _decode_tf(self, ids: tf.Tensor) -> tf.Tensor:
+        """int [L] -> str []; int [B, L] (dense or ragged) -> str [B]."""
+        ops = self._ops
+        rank = ids.shape.rank
+        rows = (
+            ids
+            if isinstance(ids, tf.RaggedTensor)
+            else tf.RaggedTensor.from_tensor(ids[None] if rank == 1 else ids)
+        )
+        rows = tf.ragged.boolean_mask(rows, (rows != self.pad_id) & (rows != self.eos_id))
+        values, row_ids = rows.flat_values, rows.value_rowids()
+        is_special = (values >= self.piece_size) | (values == self.unk_id)
+        # A run of ordinary pieces is decoded as one text; each special token is a run.
+        first_in_row = tf.range(tf.size(values, tf.int64)) == tf.gather(rows.row_splits, row_ids)
+        after_special = tf.concat([[False], is_special], 0)[:-1]
+        starts = first_in_row | is_special | after_special
+        run_ids = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+        runs = tf.RaggedTensor.from_value_rowids(
+            tf.where(is_special, self.pad_id, values),
+            run_ids,
+            nrows=tf.reduce_sum(tf.cast(starts, tf.int64)),
+        )
+        run_is_special = tf.boolean_mask(is_special, starts)
+        special_text = tf.gather(ops.token_strings, tf.boolean_mask(values, starts)) + " "
+        run_text = tf.where(run_is_special, special_text, ops.sentencepiece.detokenize(runs))
+        texts = tf.RaggedTensor.from_value_rowids(
+            run_text, tf.boolean_mask(row_ids, starts), nrows=rows.nrows()
+        )
+        text = tf.strings.reduce_join(texts, axis=1)
+        space = python_space_class()
+        text = tf.strings.regex_replace(text, f"^{space}+|{space}+$", "")
+        for written, cleaned in _CLEAN_UP:
+            text = tf.strings.regex_replace(text, _re2_literal(written), cleaned)
+        return text[0] if rank == 1 else text
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        for name in ("_tf_ops", "_encode_scalar", "_segment_model", "tokens", "special_token_ids"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._tf_ops = self._encode_scalar = None
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, T5SentencePieceVocabulary)
+            and self._model_bytes == other._model_bytes
+            and self.extra_ids == other.extra_ids
+        )
+
+    def __hash__(self) -> int:
+        return hash((hashlib.sha1(self._model_bytes).hexdigest(), self.extra_ids))
+
+
+def _with_special_ids(
+    piece_ids: tf.RaggedTensor, is_special: tf.Tensor, special_ids: tf.Tensor
+) -> tf.RaggedTensor:
+    """Each special part's row (empty: its text was "") becomes its one id.
+
+    piece_ids: int32 [parts, None]; is_special: bool [parts]; special_ids: int32 [parts].
+    Gathers rather than concatenating ragged rows, whose kernel logs a oneDNN error
+    line on CPUs without AVX-512.
+    """
+    lengths = tf.where(is_special, tf.ones_like(piece_ids.row_lengths()), piece_ids.row_lengths())
+    part_of = tf.repeat(tf.range(tf.size(lengths, tf.int64)), lengths)  # [ids]
+    at_special = tf.gather(is_special, part_of)
+    piece_index = tf.cumsum(tf.cast(~at_special, tf.int64)) - 1
+    pieces = tf.concat([piece_ids.flat_values, [0]], 0)  # index -1 -> 0 must exist
+    values = tf.where(
+        at_special,
+        tf.gather(special_ids, part_of),
+        tf.gather(pieces, tf.maximum(piece_index, 0)),
+    )
+    return tf.RaggedTensor.from_row_lengths(values, lengths)
+
+
+class _T5Ops:
+    """The TF resources and patterns of a `T5SentencePieceVocabulary`."""
+
+    def __init__(self, vocab: T5SentencePieceVocabulary):
+        special_ids = vocab.special_token_ids
+        space = python_space_class()
+        numbers = "|".join(str(k) for k in range(vocab.extra_ids))
+        tokens = "|".join(
+            [*T5_SPECIAL_PIECES, f"<extra_id_(?:{numbers})>"] if numbers else T5_SPECIAL_PIECES
+        )
+        # A special token with the white space around it: a cut, kept as a part.
+        self.cut = f"{space}*(?:{tokens}){space}*"
+        self.special_table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(list(special_ids)), tf.constant(list(special_ids.values()), tf.int32)
+            ),
+            default_value=vocab.unk_id,
+        )
+        self.sentencepiece = tf_text.SentencepieceTokenizer(model=vocab._model_bytes)
+        self.token_strings = tf.constant(list(vocab.tokens))
+        self.piece_remap = _sentinel_like_pieces(vocab)
+
+
+def _sentinel_like_pieces(vocab: T5SentencePieceVocabulary) -> tf.Tensor | None:
+    """id -> id map of the model's pieces, or None if no piece begins with "<extra_id_".
+
+    T5Tokenizer's `_convert_token_to_id` gives such a piece `vocab_size - 1 - k`, k
+    read from its text; a piece it cannot read (it would raise, or give a negative id)
+    keeps its own id.
+    """
+    remap = list(range(vocab.piece_size))
+    for token_id, piece in enumerate(vocab.tokens[: vocab.piece_size]):
+        match = re.match(r"<extra_id_(\d+)>", piece)
+        if match and int(match.group(1)) < vocab.vocab_size:
+            remap[token_id] = vocab.vocab_size - 1 - int(match.group(1))
+    return None if remap == list(range(vocab.piece_size)) else tf.constant(remap, tf.int32)
+
+
+# transformers' `clean_up_tokenization` (tokenization_utils_base.py), in its order.
+_CLEAN_UP = [(" " + end, end) for end in ".?!,"] + [(" ' ", "'")]
+_CLEAN_UP += [(" " + end, end) for end in ("n't", "'m", "'s", "'ve", "'re")]
+
+
+def _clean_up_tokenization(text: str) -> str:
+    for written, cleaned in _CLEAN_UP:
+        text = text.replace(written, cleaned)
+    return text
+
+
+def _re2_literal(text: str) -> str:
+    """An RE2 pattern matching `text` literally."""
+    return "".join(rf"\x{{{ord(char):X}}}" for char in text)
