@@ -240,8 +240,9 @@ def start(argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict
 
 def main_guard(main, argv: Sequence[str] | None = None) -> None:
     """Runs `main(argv)`; user errors print one line and exit 2, not a traceback."""
-    # Not cmrcx.datasets: that imports TensorFlow before its quiet start-up.
-    from cmrcx.cmrc2019.official_format import DataFormatError, MissingSplitError
+    # Not cmrcx.datasets: that imports TensorFlow before its quiet start-up. One pair of
+    # error classes serves every benchmark's files.
+    from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
 
     try:
         main(sys.argv[1:] if argv is None else argv)

@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cmrcx.benchmarks.clue.metrics import score_submission as score_clue_submission
-from cmrcx.benchmarks.clue.official_format import DataFormatError as ClueDataFormatError
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
+from cmrcx.benchmarks.records import DataFormatError
 from cmrcx.cmrc2019.metrics import cloze_scores
-from cmrcx.cmrc2019.official_format import DataFormatError, read_passages, read_predictions
+from cmrcx.cmrc2019.official_format import read_passages, read_predictions
 
 
 def score_cmrc2019(dataset_path: str, predictions_path: str) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         scores = SCORERS[args.benchmark](args.dataset, args.predictions)
-    except (DataFormatError, ClueDataFormatError) as e:
+    except DataFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(scores, ensure_ascii=False))

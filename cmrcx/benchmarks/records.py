@@ -5,6 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 
+class DataFormatError(ValueError):
+    """An official data, prediction or submission file breaks its format; the message
+    names the file, the record (or line) and the field."""
+
+
+class MissingSplitError(FileNotFoundError):
+    """A requested split's official file is not in the data directory."""
+
+
 class FieldError(Exception):
     """A problem in one field of one record; the reader adds the file and record."""
 

@@ -24,7 +24,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
+from cmrcx.benchmarks.records import (
+    DataFormatError,
+    FieldError,
+    is_json_int,
+    json_type,
+)
 
 BLANK_PATTERN = re.compile(r"\[BLANK(\d+)\]")
 # The authors' script (baseline/run_cmrc2019_baseline.py of ymcui/cmrc2019, commit
@@ -40,14 +45,6 @@ BLANK_TO_MARKER = (r"\[BLANK(\d+)\]", r" [unused\1] ")
 # What a passage goes through before WordPiece, in order; shared by the SeqIO pipeline
 # and `python -m cmrcx.tokenize --cmrc2019_passage`.
 PASSAGE_REWRITES = (CHARACTER_SPACING, BLANK_TO_MARKER)
-
-
-class DataFormatError(ValueError):
-    """A dataset or predictions file does not follow the official CMRC 2019 format."""
-
-
-class MissingSplitError(FileNotFoundError):
-    """A requested split's official file is not in the data directory."""
 
 
 @dataclasses.dataclass(frozen=True)

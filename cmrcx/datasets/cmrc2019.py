@@ -13,14 +13,15 @@ file's error.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.cmrc2019.official_format import MissingSplitError, read_passages
+from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.cmrc2019.official_format import read_passages
+from cmrcx.datasets.prepared_splits import content_keyed_dir, prepare_once
 
 # split name -> official file name. `test` is the qualifying set, without answers.
 SPLIT_FILES = {
@@ -135,21 +136,9 @@ def prepare(data_dir: str, split: str, cache_dir: str | None = None) -> str:
     data_dir = os.path.abspath(data_dir)
     if not os.path.isdir(data_dir):
         raise MissingSplitError(f"DATA_DIR={data_dir} is not a directory.\n{MANUAL_INSTRUCTIONS}")
-    key = hashlib.sha1(f"{data_dir}\0{split}".encode())
-    with open(require_split(data_dir, split), "rb") as f:
-        key.update(hashlib.sha1(f.read()).digest())
-    cache_dir = cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "cmrcx", "tfds")
-    tfds_dir = os.path.join(cache_dir, f"cmrc2019-{split}-{key.hexdigest()[:16]}")
-    if not Cmrc2019(data_dir=tfds_dir).is_prepared():
-        try:
-            Cmrc2019(data_dir=tfds_dir, split=split).download_and_prepare(
-                download_config=tfds.download.DownloadConfig(manual_dir=data_dir)
-            )
-        except FileExistsError:
-            # Another process (a multi-host job on a shared disk) renamed its
-            # finished copy into place first; TFDS writes atomically, so that is whole.
-            if not Cmrc2019(data_dir=tfds_dir).is_prepared():
-                raise
+    path = require_split(data_dir, split)
+    tfds_dir = content_keyed_dir(cache_dir, f"cmrc2019-{split}", (data_dir, split), path)
+    prepare_once(Cmrc2019, tfds_dir, data_dir, split=split)
     return tfds_dir
 
 

@@ -26,11 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cmrcx.benchmarks.clue.tasks import ClueTask, get_task
-from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
-
-
-class DataFormatError(ValueError):
-    """A CLUE file does not follow the official format; the message names file/line/field."""
+from cmrcx.benchmarks.records import DataFormatError, FieldError, is_json_int, json_type
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,49 @@
+"""What every benchmark's TFDS data shares: one split prepared once, keyed by content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+
+import tensorflow_datasets as tfds
+
+DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "cmrcx", "tfds")
+
+
+def content_keyed_dir(
+    cache_dir: str | None, label: str, key_parts: Sequence[str], path: str
+) -> str:
+    """``<cache_dir>/<label>-<16 hex>``: SHA-1 of the key parts and of the file's bytes.
+
+    The key holds the contents, not the size or mtime, so a same-size edit copied with
+    its old timestamp is still seen. With ``key_parts=(data_dir, split)`` this is the key
+    `cmrcx.datasets.cmrc2019.prepare` uses.
+    """
+    key = hashlib.sha1("\0".join(key_parts).encode())
+    with open(path, "rb") as f:
+        key.update(hashlib.file_digest(f, "sha1").digest())
+    return os.path.join(cache_dir or DEFAULT_CACHE_DIR, f"{label}-{key.hexdigest()[:16]}")
+
+
+def prepare_once(
+    make_builder: Callable[..., tfds.core.DatasetBuilder],
+    tfds_dir: str,
+    manual_dir: str,
+    **build_kwargs,
+) -> None:
+    """Runs ``make_builder(data_dir=tfds_dir, **build_kwargs).download_and_prepare`` once.
+
+    Nothing happens if ``tfds_dir`` already holds the prepared dataset. Another process
+    (a multi-host job on a shared disk) may rename its finished copy into place first:
+    TFDS writes atomically, so the FileExistsError it causes here means a whole copy.
+    """
+    if make_builder(data_dir=tfds_dir).is_prepared():
+        return
+    try:
+        make_builder(data_dir=tfds_dir, **build_kwargs).download_and_prepare(
+            download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
+        )
+    except FileExistsError:
+        if not make_builder(data_dir=tfds_dir).is_prepared():
+            raise
