@@ -1,10 +1,15 @@
-"""Pretrained BERT directories: read HuggingFace or Google TF releases, write HuggingFace.
+"""Pretrained releases: read HuggingFace or Google TF directories, write HuggingFace.
 
-HuggingFace: config.json + model.safetensors (or sharded, with an index) or
+BERT. HuggingFace: config.json + model.safetensors (or sharded, with an index) or
 pytorch_model.bin, + vocab.txt. Google: bert_config.json + bert_model.ckpt.* +
-vocab.txt. Loading never executes pickled code: safetensors is read first, and a
-.bin only with `torch.load(weights_only=True)`. torch is needed for .bin files
-only (`pip install 'cmrcx[convert]'`).
+vocab.txt.
+T5 family (config.json `model_type` "t5" or "mt5": LongLM, T5 v1.0/v1.1, mT5):
+config.json + model.safetensors or pytorch_model.bin, + spiece.model and the
+tokenizer JSON files.
+
+Loading never executes pickled code: safetensors is read first, and a .bin only
+with `torch.load(weights_only=True)`. torch is needed for .bin files only (`pip
+install 'cmrcx[convert]'`).
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ import dataclasses
 import glob
 import json
 import os
+import shutil
 from typing import NamedTuple
 
 import numpy as np
 
-from cmrcx import bert_weights
+from cmrcx import bert_weights, t5_weights
 from cmrcx.models.bert import BertConfig
+from cmrcx.models.t5 import T5Config
 
 # HuggingFace config.json key -> BertConfig field.
 HF_CONFIG_KEYS = {
@@ -116,6 +123,19 @@ def _read_tf_checkpoint(directory: str) -> dict[str, np.ndarray] | None:
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+def _read_hf_weights(directory: str) -> tuple[dict[str, np.ndarray], str]:
+    """(tensors, source) of a HuggingFace directory: safetensors first, else .bin."""
+    tensors = _read_safetensors(directory)
+    source = "safetensors"
+    if tensors is None:
+        tensors, source = _read_torch_bin(directory), "pytorch_model.bin"
+    if tensors is None:
+        raise PretrainedFormatError(
+            f"{directory}: config.json but no model.safetensors or pytorch_model.bin"
+        )
+    return tensors, source
+
+
 def read_pretrained_dir(directory: str) -> PretrainedRelease:
     """The encoder of a HuggingFace or Google TF release directory (see `PretrainedRelease`).
 
@@ -127,14 +147,7 @@ def read_pretrained_dir(directory: str) -> PretrainedRelease:
     tf_config = os.path.join(directory, "bert_config.json")
     if os.path.isfile(hf_config):
         config = config_from_hf(hf_config)
-        tensors = _read_safetensors(directory)
-        source = "safetensors"
-        if tensors is None:
-            tensors, source = _read_torch_bin(directory), "pytorch_model.bin"
-        if tensors is None:
-            raise PretrainedFormatError(
-                f"{directory}: config.json but no model.safetensors or pytorch_model.bin"
-            )
+        tensors, source = _read_hf_weights(directory)
         named, dropped = bert_weights.normalize_hf_names(tensors)
     elif os.path.isfile(tf_config):
         config = config_from_hf(tf_config)
@@ -176,4 +189,169 @@ def describe(config: BertConfig) -> str:
     return ", ".join(
         f"{k}={fields[k]}"
         for k in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
+    )
+
+
+# ---------------------------------------------------------------------------
+# T5 family: LongLM, T5 v1.0 / v1.1, mT5
+
+T5_MODEL_TYPES = ("t5", "mt5")  # config.json model_type values read by `read_t5_dir`
+# Tokenizer files a T5 release may ship; `cmrcx.convert` copies those present.
+T5_TOKENIZER_FILES = (
+    "spiece.model",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+)
+# config.json keys that are T5Config fields of the same name.
+T5_HF_CONFIG_KEYS = (
+    "vocab_size",
+    "d_model",
+    "d_kv",
+    "d_ff",
+    "num_layers",
+    "num_decoder_layers",
+    "num_heads",
+    "relative_attention_num_buckets",
+    "relative_attention_max_distance",
+    "dropout_rate",
+    "layer_norm_epsilon",
+    "feed_forward_proj",
+    "pad_token_id",
+    "eos_token_id",
+    "decoder_start_token_id",
+)
+
+
+class T5Release(NamedTuple):
+    """What `read_t5_dir` found in a HuggingFace T5 / mT5 directory."""
+
+    config: T5Config
+    params: dict  # the T5ForConditionalGeneration params tree, blocks stacked, float32
+    dropped: list[str]  # copies of shared.weight and unused tensors left out
+    source: str  # "safetensors" or "pytorch_model.bin"
+    model_type: str  # config.json model_type: "t5" or "mt5"
+
+
+def hf_model_type(directory: str) -> str | None:
+    """config.json's `model_type` (None without a config.json or that key)."""
+    path = os.path.join(directory, "config.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("model_type")
+
+
+def t5_config_from_hf(raw: dict, tied: bool, path: str = "config.json") -> T5Config:
+    """T5Config from a config.json dict; `tied` from the tensors (`t5_weights.head_is_tied`).
+
+    The d_model**-0.5 scaling of the decoder output follows transformers 5:
+    mT5 never scales; T5 scales as its config says (`scale_decoder_outputs`, else
+    `tie_word_embeddings`, default true). For every released checkpoint that is
+    "scale exactly when tied": LongLM and T5 v1.0 tied and scaled, T5 v1.1 and
+    mT5 untied and not.
+    """
+    model_type = raw.get("model_type")
+    if model_type not in T5_MODEL_TYPES:
+        raise PretrainedFormatError(f"{path}: model_type {model_type!r} is not t5 or mt5")
+    proj = raw.get("feed_forward_proj", "relu")
+    if proj not in ("relu", "gated-gelu"):
+        raise PretrainedFormatError(
+            f"{path}: feed_forward_proj {proj!r}; cmrcx T5 has 'relu' and 'gated-gelu'"
+        )
+    kwargs = {key: raw[key] for key in T5_HF_CONFIG_KEYS if raw.get(key) is not None}
+    if isinstance(kwargs.get("eos_token_id"), list):
+        kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
+    kwargs.setdefault("decoder_start_token_id", kwargs.get("pad_token_id", 0))
+    if model_type == "mt5":
+        scale = False
+    else:
+        scale = raw.get("scale_decoder_outputs", raw.get("tie_word_embeddings") is not False)
+    return T5Config(**kwargs, tie_word_embeddings=tied, scale_decoder_outputs=bool(scale))
+
+
+def t5_config_to_hf(config: T5Config) -> dict:
+    """config.json for transformers' T5ForConditionalGeneration (4.x and 5.x read it alike)."""
+    out = {key: getattr(config, key) for key in T5_HF_CONFIG_KEYS}
+    return {
+        "architectures": ["T5ForConditionalGeneration"],
+        "model_type": "t5",
+        "is_encoder_decoder": True,
+        "initializer_factor": 1.0,
+        **out,
+        "tie_word_embeddings": config.tie_word_embeddings,
+        "scale_decoder_outputs": config.scale_decoder_outputs,
+    }
+
+
+def read_t5_dir(directory: str) -> T5Release:
+    """The model of a HuggingFace T5 / mT5 directory (see `T5Release`).
+
+    Raises PretrainedFormatError (not a T5 release) or t5_weights.WeightError
+    (tensors that do not fit; nothing is filled in).
+    """
+    directory = os.path.abspath(directory)
+    path = os.path.join(directory, "config.json")
+    if not os.path.isfile(path):
+        raise PretrainedFormatError(f"{directory}: no config.json")
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    tensors, source = _read_hf_weights(directory)
+    config = t5_config_from_hf(raw, t5_weights.head_is_tied(tensors, raw), path)
+    _, dropped, _ = t5_weights.normalize_hf_names(tensors, config)
+    params = t5_weights.model_params(tensors, config, f"{directory} ({source})")
+    return T5Release(config, params, dropped, source, raw["model_type"])
+
+
+def write_hf_t5_dir(params, config: T5Config, out_dir: str, tokenizer_dir: str | None = None):
+    """A HuggingFace T5ForConditionalGeneration directory: config.json, model.safetensors.
+
+    params: the T5ForConditionalGeneration tree (numpy or jax arrays). With
+    `tokenizer_dir`, its tokenizer files (`T5_TOKENIZER_FILES`) are copied too.
+    """
+    from safetensors.numpy import save_file
+
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(t5_config_to_hf(config), f, indent=1)
+    save_file(
+        dict(t5_weights.hf_tensors(params, config)),
+        os.path.join(out_dir, "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    if tokenizer_dir:
+        copy_t5_tokenizer_files(tokenizer_dir, out_dir)
+
+
+def copy_t5_tokenizer_files(source: str, out: str) -> list[str]:
+    """Copies the `T5_TOKENIZER_FILES` that `source` holds into `out`; returns their names."""
+    copied = []
+    for name in T5_TOKENIZER_FILES:
+        if os.path.isfile(os.path.join(source, name)):
+            shutil.copyfile(os.path.join(source, name), os.path.join(out, name))
+            copied.append(name)
+    return copied
+
+
+def read_t5_export(export_dir: str) -> tuple[T5Config, dict]:
+    """(config, params as numpy) of a cmrcx T5 export (`family` "t5" in model_config.json)."""
+    from cmrcx import checkpoints
+
+    path = os.path.join(export_dir, checkpoints.MODEL_CONFIG_FILE)
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f)
+    if saved.get("family") != "t5":
+        raise PretrainedFormatError(f"{path}: not a T5 export (family {saved.get('family')!r})")
+    return T5Config(**saved["model"]), checkpoints.load_params(export_dir, None)["t5"]
+
+
+def describe_t5(config: T5Config) -> str:
+    fields = dataclasses.asdict(config)
+    keys = ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers")
+    head = "tied" if config.tie_word_embeddings else "untied"
+    head += ", scaled by d_model**-0.5" if config.scale_decoder_outputs else ""
+    return (
+        ", ".join(f"{k}={fields[k]}" for k in (*keys, "num_heads", "feed_forward_proj"))
+        + f", lm_head {head}"
     )

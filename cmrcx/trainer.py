@@ -32,8 +32,11 @@ def path_names(path) -> list[str]:
 
 
 def is_decayed(path) -> bool:
-    """Weight decay off bias and LayerNorm, as BertAdam's `no_decay` list."""
-    return not any(name == "bias" or "LayerNorm" in name for name in path_names(path))
+    """Weight decay off biases and layer norms: BertAdam's `no_decay` list (bias,
+    LayerNorm), and T5's `layer_norm` scales (as HF's Trainer leaves them)."""
+    return not any(
+        name == "bias" or "LayerNorm" in name or "layer_norm" in name for name in path_names(path)
+    )
 
 
 def adamw_with_warmup(

@@ -1,0 +1,439 @@
+"""T5 encoder-decoder in Flax Linen: T5 v1.0 (LongLM), T5 v1.1 and mT5.
+
+The semantics are transformers' `modeling_t5.py` (checked against 5.x): RMS
+LayerNorm before every sublayer (no mean, no bias, computed in float32),
+attention without the 1/sqrt(d_kv) scaling (T5 folds it into the
+initialisation of q), one learned relative position bias per stack, computed
+from bucketed distances and added to every self-attention layer of that stack
+(HF stores it in block 0 and shares it), bidirectional buckets in the encoder
+and causal ones in the decoder, no position bias in cross-attention. The FFN is
+ReLU (v1.0) or gated tanh-GeLU (`gelu_new`, v1.1 / mT5); the LM head is the
+shared embedding, applied to the decoder output times d_model**-0.5 (v1.0), or
+a separate matrix without that scaling (v1.1 / mT5).
+
+Each stack's layers are one scanned module, `layers`, whose parameters carry a
+leading [num_layers] axis. No gin, data, optimizer or mesh here: sharding is the
+rules table in `cmrcx.partitioning`. The decoder takes explicit query/key
+positions for its position bias so that a KV-cache `decode_step` can be added
+beside `decode` without changing the parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from cmrcx.models.bert import REMAT_POLICIES
+
+FEED_FORWARD_PROJ = ("relu", "gated-gelu")  # T5 v1.0 (LongLM) | T5 v1.1, mT5
+
+
+@dataclasses.dataclass(frozen=True)
+class T5Config:
+    """Geometry of a T5. Defaults: transformers' T5Config (t5-small, a v1.0 model)."""
+
+    vocab_size: int = 32128  # sentencepiece pieces + 100 sentinels (+ padding to x128)
+    d_model: int = 512  # width of every token vector
+    d_kv: int = 64  # width of one attention head (need not be d_model / num_heads)
+    d_ff: int = 2048  # feed-forward inner width
+    num_layers: int = 6  # encoder blocks
+    num_decoder_layers: int | None = None  # decoder blocks; None: num_layers
+    num_heads: int = 8  # attention heads
+    relative_attention_num_buckets: int = 32  # rows of the relative position bias table
+    relative_attention_max_distance: int = 128  # distances beyond share the last bucket
+    dropout_rate: float = 0.1  # embeddings, sublayer outputs, attention probs, FFN inner
+    layer_norm_epsilon: float = 1e-6  # RMS LayerNorm epsilon
+    feed_forward_proj: str = "relu"  # "relu" (v1.0, LongLM) | "gated-gelu" (v1.1, mT5)
+    tie_word_embeddings: bool = True  # LM head = shared embedding (v1.0) | own matrix
+    scale_decoder_outputs: bool | None = None  # x d_model**-0.5 before the head; None: if tied
+    pad_token_id: int = 0  # padding; also T5's decoder start token
+    eos_token_id: int = 1  # end of sequence "</s>"
+    decoder_start_token_id: int = 0  # first decoder input (shift_right)
+    dtype: str = "float32"  # compute dtype; "bfloat16": bf16 compute, float32 parameters
+    remat_policy: str = "none"  # recompute layer activations in backprop: none | full | dots
+
+    def __post_init__(self):
+        if self.num_decoder_layers is None:
+            object.__setattr__(self, "num_decoder_layers", self.num_layers)
+        if self.scale_decoder_outputs is None:
+            object.__setattr__(self, "scale_decoder_outputs", self.tie_word_embeddings)
+        if self.feed_forward_proj not in FEED_FORWARD_PROJ:
+            raise ValueError(
+                f"feed_forward_proj {self.feed_forward_proj!r}: use one of "
+                + ", ".join(FEED_FORWARD_PROJ)
+            )
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype {self.dtype!r}: use 'float32' or 'bfloat16'")
+        if self.remat_policy not in REMAT_POLICIES:
+            raise ValueError(
+                f"remat_policy {self.remat_policy!r}: use one of {', '.join(REMAT_POLICIES)}"
+            )
+
+    @property
+    def is_gated(self) -> bool:
+        return self.feed_forward_proj.startswith("gated-")
+
+
+def _normal(std: float, axes: tuple[str, ...]):
+    return nn.with_logical_partitioning(nn.initializers.normal(std), axes)
+
+
+def _dense(cfg: T5Config, features, in_axes, out_axes: tuple[str, ...], std: float, name: str):
+    """Bias-free DenseGeneral; kernel (*in_axes, *out_axes), normal(std) as HF initialises.
+
+    in_axes: a logical name (contract the last input axis) or a tuple of names
+    (contract that many trailing axes).
+    """
+    in_axes = (in_axes,) if isinstance(in_axes, str) else in_axes
+    return nn.DenseGeneral(
+        features,
+        axis=tuple(range(-len(in_axes), 0)),
+        use_bias=False,
+        dtype=jnp.dtype(cfg.dtype),
+        name=name,
+        kernel_init=_normal(std, (*in_axes, *out_axes)),
+    )
+
+
+class T5LayerNorm(nn.Module):
+    """RMS LayerNorm: x / sqrt(mean(x^2) + eps) * scale, in float32; no mean, no bias."""
+
+    config: T5Config
+
+    @nn.compact
+    def __call__(self, hidden):
+        cfg = self.config
+        scale = self.param(
+            "scale",
+            nn.with_logical_partitioning(nn.initializers.ones_init(), ("embed",)),
+            (cfg.d_model,),
+            jnp.float32,
+        )
+        hidden = hidden.astype(jnp.float32)
+        variance = jnp.mean(jnp.square(hidden), axis=-1, keepdims=True)
+        hidden = hidden * jax.lax.rsqrt(variance + cfg.layer_norm_epsilon)
+        return (scale * hidden).astype(jnp.dtype(cfg.dtype))
+
+
+def relative_position_bucket(
+    relative_position: jax.Array, bidirectional: bool, num_buckets: int, max_distance: int
+) -> jax.Array:
+    """int [...] (key position - query position) -> int32 bucket in [0, num_buckets).
+
+    HF's `T5Attention._relative_position_bucket`, from Mesh TensorFlow: half the
+    buckets (per direction when bidirectional) are exact distances 0..max_exact-1,
+    the rest logarithmically wider bins up to max_distance; beyond, the last bin.
+    Causal (decoder): keys after the query (positive distance) all fall in bucket 0.
+    The float32 log matches torch's bucket for every distance in +-5000 (checked).
+    """
+    buckets = jnp.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative_position > 0).astype(relative_position.dtype) * num_buckets
+        distance = jnp.abs(relative_position)
+    else:
+        distance = -jnp.minimum(relative_position, 0)
+    max_exact = num_buckets // 2
+    # max(distance, 1): the log branch is discarded below max_exact, but log(0) would be -inf.
+    log_ratio = jnp.log(jnp.maximum(distance, 1).astype(jnp.float32) / max_exact)
+    if_large = max_exact + (
+        log_ratio / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).astype(relative_position.dtype)
+    if_large = jnp.minimum(if_large, num_buckets - 1)
+    return (buckets + jnp.where(distance < max_exact, distance, if_large)).astype(jnp.int32)
+
+
+class RelativePositionBias(nn.Module):
+    """The stack's learned bias table [buckets, heads] -> bias float32 [1, heads, q, k]."""
+
+    config: T5Config
+    bidirectional: bool  # True in the encoder, False (causal buckets) in the decoder
+
+    @nn.compact
+    def __call__(self, query_positions, key_positions):
+        """query_positions: int [q]; key_positions: int [k] (absolute token positions)."""
+        cfg = self.config
+        buckets = relative_position_bucket(
+            key_positions[None, :] - query_positions[:, None],
+            self.bidirectional,
+            cfg.relative_attention_num_buckets,
+            cfg.relative_attention_max_distance,
+        )
+        table = self.param(
+            "embedding",
+            _normal(cfg.d_model**-0.5, ("position", "heads")),
+            (cfg.relative_attention_num_buckets, cfg.num_heads),
+            jnp.float32,
+        )
+        return jnp.transpose(jnp.take(table, buckets, axis=0), (2, 0, 1))[None]  # [1, heads, q, k]
+
+
+class T5Attention(nn.Module):
+    """Multi-head attention without 1/sqrt(d_kv) scaling; self- or cross-attention."""
+
+    config: T5Config
+    deterministic: bool = True
+
+    @nn.compact
+    def __call__(self, hidden, key_value_states, position_bias, mask):
+        """hidden: [batch, q, d_model]; key_value_states: [batch, k, d_model];
+        position_bias: float32 [1, heads, q, k] or None; mask: bool [batch, 1, q or 1, k]
+        (True = attend). Returns [batch, q, d_model].
+        """
+        cfg = self.config
+        heads = (cfg.num_heads, cfg.d_kv)
+        d_model, inner = cfg.d_model, cfg.num_heads * cfg.d_kv
+        # HF's init: q absorbs the 1/sqrt(d_kv) that T5 leaves out of the scores.
+        query = _dense(cfg, heads, "embed", ("heads", "kv"), (d_model * cfg.d_kv) ** -0.5, "q")(
+            hidden
+        )
+        key = _dense(cfg, heads, "embed", ("heads", "kv"), d_model**-0.5, "k")(key_value_states)
+        value = _dense(cfg, heads, "embed", ("heads", "kv"), d_model**-0.5, "v")(key_value_states)
+        scores = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)
+        if position_bias is not None:
+            scores = scores + position_bias
+        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+        probs = jax.nn.softmax(scores, axis=-1).astype(query.dtype)
+        probs = nn.Dropout(cfg.dropout_rate)(probs, deterministic=self.deterministic)
+        context = jnp.einsum("bhqk,bkhd->bqhd", probs, value)
+        context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
+        return _dense(cfg, d_model, ("heads", "kv"), ("embed",), inner**-0.5, "o")(context)
+
+
+class T5FeedForward(nn.Module):
+    """wo(act(wi(x))) (ReLU, v1.0) or wo(gelu_new(wi_0(x)) * wi_1(x)) (gated, v1.1)."""
+
+    config: T5Config
+    deterministic: bool = True
+
+    @nn.compact
+    def __call__(self, hidden):
+        cfg = self.config
+        std_in = cfg.d_model**-0.5
+        if cfg.is_gated:
+            # HF's "gated-gelu" is gelu_new: the tanh approximation.
+            gate = _dense(cfg, cfg.d_ff, "embed", ("mlp",), std_in, "wi_0")(hidden)
+            linear = _dense(cfg, cfg.d_ff, "embed", ("mlp",), std_in, "wi_1")(hidden)
+            inner = nn.gelu(gate, approximate=True) * linear
+        else:
+            inner = nn.relu(_dense(cfg, cfg.d_ff, "embed", ("mlp",), std_in, "wi")(hidden))
+        inner = nn.with_logical_constraint(inner, ("batch", "length", "mlp"))
+        inner = nn.Dropout(cfg.dropout_rate)(inner, deterministic=self.deterministic)
+        return _dense(cfg, cfg.d_model, "mlp", ("embed",), cfg.d_ff**-0.5, "wo")(inner)
+
+
+class T5Block(nn.Module):
+    """One encoder block (self-attention, FFN) or decoder block (+ cross-attention).
+
+    Returns (hidden, None) so that `nn.scan` can stack the blocks; the position
+    bias and masks are the same for every block (broadcast).
+    """
+
+    config: T5Config
+    is_decoder: bool = False
+    deterministic: bool = True
+
+    @nn.compact
+    def __call__(self, hidden, position_bias, self_mask, encoder_hidden, cross_mask):
+        cfg, deterministic = self.config, self.deterministic
+
+        def residual(hidden, update):
+            update = nn.Dropout(cfg.dropout_rate)(update, deterministic=deterministic)
+            return nn.with_logical_constraint(hidden + update, ("batch", "length", "embed"))
+
+        normed = T5LayerNorm(cfg, name="pre_self_attention_layer_norm")(hidden)
+        attended = T5Attention(cfg, deterministic, name="self_attention")(
+            normed, normed, position_bias, self_mask
+        )
+        hidden = residual(hidden, attended)
+        if self.is_decoder:
+            normed = T5LayerNorm(cfg, name="pre_cross_attention_layer_norm")(hidden)
+            attended = T5Attention(cfg, deterministic, name="cross_attention")(
+                normed, encoder_hidden, None, cross_mask
+            )
+            hidden = residual(hidden, attended)
+        normed = T5LayerNorm(cfg, name="pre_mlp_layer_norm")(hidden)
+        hidden = residual(hidden, T5FeedForward(cfg, deterministic, name="mlp")(normed))
+        return hidden, None
+
+
+def _stacked_blocks(cfg: T5Config, is_decoder: bool, deterministic: bool) -> nn.Module:
+    """All blocks of a stack as one scanned module `layers`: parameters [layers, ...].
+
+    As in models/bert.py: one compiled block, and a remat policy that XLA honours
+    on every backend.
+    """
+    block = T5Block
+    if cfg.remat_policy != "none":
+        block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False)
+    return nn.scan(
+        block,
+        variable_axes={"params": 0},
+        split_rngs={"params": True, "dropout": True},
+        in_axes=nn.broadcast,
+        length=cfg.num_decoder_layers if is_decoder else cfg.num_layers,
+        metadata_params={nn.PARTITION_NAME: "layers"},
+    )(cfg, is_decoder, deterministic, name="layers")
+
+
+class T5Stack(nn.Module):
+    """Embedded tokens -> final states of the encoder or the decoder [batch, length, d_model]."""
+
+    config: T5Config
+    is_decoder: bool = False
+
+    @nn.compact
+    def __call__(
+        self, embedded, self_mask, encoder_hidden=None, cross_mask=None, deterministic=True
+    ):
+        """embedded: [batch, length, d_model]; self_mask: bool [batch, 1, length or 1, length];
+        encoder_hidden: [batch, source, d_model] and cross_mask: bool [batch, 1, 1, source]
+        (decoder only).
+        """
+        cfg = self.config
+        positions = jnp.arange(embedded.shape[1])
+        position_bias = RelativePositionBias(
+            cfg, not self.is_decoder, name="relative_attention_bias"
+        )(positions, positions)
+        hidden = nn.Dropout(cfg.dropout_rate)(embedded, deterministic=deterministic)
+        hidden = nn.with_logical_constraint(hidden, ("batch", "length", "embed"))
+        hidden, _ = _stacked_blocks(cfg, self.is_decoder, deterministic)(
+            hidden, position_bias, self_mask, encoder_hidden, cross_mask
+        )
+        hidden = T5LayerNorm(cfg, name="final_layer_norm")(hidden)
+        return nn.Dropout(cfg.dropout_rate)(hidden, deterministic=deterministic)
+
+
+def padding_mask(mask) -> jax.Array:
+    """int [batch, k] (1 = real token) -> bool [batch, 1, 1, k] (True = may be attended)."""
+    return (mask > 0)[:, None, None, :]
+
+
+def causal_mask(decoder_mask) -> jax.Array:
+    """int [batch, length] -> bool [batch, 1, length, length]: earlier real tokens only."""
+    length = decoder_mask.shape[1]
+    causal = jnp.arange(length)[None, :] <= jnp.arange(length)[:, None]
+    return causal[None, None] & padding_mask(decoder_mask)
+
+
+def shift_right(labels, config: T5Config) -> jax.Array:
+    """Teacher forcing inputs: int [batch, length] -> decoder_start, labels[:-1], -100 -> pad."""
+    shifted = jnp.concatenate(
+        [jnp.full_like(labels[:, :1], config.decoder_start_token_id), labels[:, :-1]], axis=1
+    )
+    return jnp.where(shifted == -100, config.pad_token_id, shifted)
+
+
+class T5ForConditionalGeneration(nn.Module):
+    """Encoder-decoder with an LM head (HF's T5ForConditionalGeneration / MT5...).
+
+    Parameters: `shared` (embedding [vocab, d_model], used by both stacks and,
+    when tied, as the LM head), `encoder`, `decoder`, and `lm_head` when untied.
+    Methods (use `apply(..., method=...)`): `encode`, `decoder_states`, `decode`,
+    and `__call__` (teacher forcing). Logits are float32 whatever config.dtype:
+    the head multiplies in config.dtype and accumulates in float32, so bf16
+    logits are not rounded to 8 bits (top-k sampling and greedy ties need them).
+    """
+
+    config: T5Config
+
+    def setup(self):
+        cfg = self.config
+        self.shared = nn.Embed(
+            cfg.vocab_size,
+            cfg.d_model,
+            dtype=jnp.dtype(cfg.dtype),
+            embedding_init=_normal(1.0, ("vocab", "embed")),
+        )
+        self.encoder = T5Stack(cfg, is_decoder=False)
+        self.decoder = T5Stack(cfg, is_decoder=True)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Dense(
+                cfg.vocab_size,
+                use_bias=False,
+                dtype=jnp.dtype(cfg.dtype),
+                dot_general=functools.partial(
+                    jax.lax.dot_general, preferred_element_type=jnp.float32
+                ),
+                # Mesh TF's (t5x's) fan-in init, not HF's stddev 1.0: logits of order 1.
+                kernel_init=_normal(cfg.d_model**-0.5, ("embed", "vocab")),
+            )
+
+    def encode(self, input_ids, attention_mask, deterministic: bool = True):
+        """input_ids, attention_mask: int [batch, source] (mask 1 = real token)
+        -> encoder states [batch, source, d_model] (config.dtype).
+        """
+        return self.encoder(
+            self.shared(input_ids), padding_mask(attention_mask), deterministic=deterministic
+        )
+
+    def decoder_states(
+        self,
+        decoder_input_ids,
+        encoder_hidden,
+        encoder_mask,
+        decoder_mask=None,
+        deterministic: bool = True,
+    ):
+        """Final decoder states [batch, target, d_model], before the LM head.
+
+        decoder_input_ids, decoder_mask: int [batch, target] (mask None: all real);
+        encoder_hidden: [batch, source, d_model]; encoder_mask: int [batch, source].
+        """
+        if decoder_mask is None:
+            decoder_mask = jnp.ones_like(decoder_input_ids)
+        return self.decoder(
+            self.shared(decoder_input_ids),
+            causal_mask(decoder_mask),
+            encoder_hidden,
+            padding_mask(encoder_mask),
+            deterministic=deterministic,
+        )
+
+    def logits(self, decoder_hidden):
+        """[batch, target, d_model] -> float32 [batch, target, vocab]."""
+        cfg = self.config
+        if cfg.scale_decoder_outputs:
+            decoder_hidden = decoder_hidden * (cfg.d_model**-0.5)
+        if not cfg.tie_word_embeddings:
+            logits = self.lm_head(decoder_hidden)
+        else:
+            table = self.shared.embedding.astype(decoder_hidden.dtype)
+            logits = jnp.einsum(
+                "btd,vd->btv", decoder_hidden, table, preferred_element_type=jnp.float32
+            )
+        return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
+
+    def decode(
+        self,
+        decoder_input_ids,
+        encoder_hidden,
+        encoder_mask,
+        decoder_mask=None,
+        deterministic: bool = True,
+    ):
+        """Teacher-forced logits float32 [batch, target, vocab]; args as `decoder_states`."""
+        return self.logits(
+            self.decoder_states(
+                decoder_input_ids, encoder_hidden, encoder_mask, decoder_mask, deterministic
+            )
+        )
+
+    def __call__(
+        self,
+        input_ids,
+        attention_mask,
+        decoder_input_ids,
+        decoder_mask=None,
+        deterministic: bool = True,
+    ):
+        """Encode, then teacher-forced logits float32 [batch, target, vocab]."""
+        encoder_hidden = self.encode(input_ids, attention_mask, deterministic)
+        return self.decode(
+            decoder_input_ids, encoder_hidden, attention_mask, decoder_mask, deterministic
+        )
