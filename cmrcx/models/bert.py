@@ -72,13 +72,22 @@ def _zeros(axes: tuple[str, ...]):
 
 
 def _dense(
-    config: BertConfig, features, in_axis: str, out_axes: tuple[str, ...], name: str, axis=-1
+    config: BertConfig,
+    features,
+    in_axis: str,
+    out_axes: tuple[str, ...],
+    name: str,
+    axis=-1,
+    dtype: str | None = None,
 ):
-    """DenseGeneral with logical names on kernel (in_axis, *out_axes) and bias."""
+    """DenseGeneral with logical names on kernel (in_axis, *out_axes) and bias.
+
+    dtype: compute dtype, config.dtype unless given (parameters are float32 either way).
+    """
     return nn.DenseGeneral(
         features,
         axis=axis,
-        dtype=jnp.dtype(config.dtype),
+        dtype=jnp.dtype(dtype or config.dtype),
         name=name,
         kernel_init=_init(config, (in_axis, *out_axes)),
         bias_init=_zeros(out_axes),
@@ -218,6 +227,9 @@ class BertForSentenceCloze(nn.Module):
     Returns blank_logits: float32 [batch, max_blanks], the logit at the token of
     each blank marker (positions given), as in the authors' `qa_outputs` layer.
     The softmax over the window's blanks happens in the loss, masked to blanks.
+
+    The head computes in float32 whatever config.dtype is: bfloat16 logits near 10
+    are 1/16 apart, so candidates closer than that would tie or swap.
     """
 
     config: BertConfig
@@ -229,6 +241,8 @@ class BertForSentenceCloze(nn.Module):
         hidden, _ = BertEncoder(self.config, name="bert")(
             input_ids, token_type_ids, input_mask, deterministic
         )
-        token_logits = _dense(self.config, 1, "embed", ("cloze_out",), "cloze_head")(hidden)
-        token_logits = token_logits[..., 0].astype(jnp.float32)  # [batch, length]
-        return jnp.take_along_axis(token_logits, blank_positions, axis=1)
+        # Only the blank markers' states are scored: gather them first, then cast.
+        blank_hidden = jnp.take_along_axis(hidden, blank_positions[..., None], axis=1)
+        blank_hidden = blank_hidden.astype(jnp.float32)  # [batch, max_blanks, hidden]
+        head = _dense(self.config, 1, "embed", ("cloze_out",), "cloze_head", dtype="float32")
+        return head(blank_hidden)[..., 0]  # [batch, max_blanks]
