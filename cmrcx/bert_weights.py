@@ -207,32 +207,54 @@ def encoder_params(hf_tensors: Mapping[str, np.ndarray], config: BertConfig, sou
 
     Raises WeightError listing every missing, unknown and misshapen tensor at once.
     """
-    table = weight_table(config)
+
+    def to_param(entry, value):
+        value = to_flax(value, entry.layout, config)
+        want = _expected_shape(entry, config)
+        return value, None if value.shape == want else f"{value.shape} (expected {want})"
+
+    params = params_from_table(hf_tensors, weight_table(config), to_param, source, "encoder")
+    return stack_layers(params, config.num_layers)
+
+
+def params_from_table(
+    hf_tensors: Mapping[str, np.ndarray],
+    table,
+    to_param,
+    source: str,
+    what: str,
+    more_problems: Mapping[str, list[str]] | None = None,
+) -> dict:
+    """The nested params tree of a weight table's entries (each has `hf_name`, `path`).
+
+    to_param(entry, float32 value) -> (param, None), or (anything, "shape problem").
+    Raises WeightError listing at once every missing, unknown and misshapen tensor,
+    and `more_problems` (heading -> names) such as inconsistent copies.
+    """
     expected = {entry.hf_name for entry in table}
-    missing = sorted(expected - set(hf_tensors))
-    unknown = sorted(set(hf_tensors) - expected)
+    problems = {
+        "missing": sorted(expected - set(hf_tensors)),
+        "unknown": sorted(set(hf_tensors) - expected),
+        "wrong shape": [],
+        **(more_problems or {}),
+    }
     params: dict = {}
-    misshapen = []
     for entry in table:
         if entry.hf_name not in hf_tensors:
             continue
-        value = to_flax(np.asarray(hf_tensors[entry.hf_name], np.float32), entry.layout, config)
-        want = _expected_shape(entry, config)
-        if value.shape != want:
-            misshapen.append(f"{entry.hf_name}: {value.shape} (expected {want})")
+        value, shape_problem = to_param(entry, np.asarray(hf_tensors[entry.hf_name], np.float32))
+        if shape_problem:
+            problems["wrong shape"].append(f"{entry.hf_name}: {shape_problem}")
             continue
         node = params
         for key in entry.path[:-1]:
             node = node.setdefault(key, {})
         node[entry.path[-1]] = value
-    problems = [(missing, "missing"), (unknown, "unknown"), (misshapen, "wrong shape")]
-    if any(names for names, _ in problems):
-        lines = [f"{source} does not fit the encoder config:"]
-        for names, what in problems:
-            if names:
-                lines.append(f"  {what} ({len(names)}): " + ", ".join(names))
+    if any(problems.values()):
+        lines = [f"{source} does not fit the {what} config:"]
+        lines += [f"  {k} ({len(v)}): " + ", ".join(v) for k, v in problems.items() if v]
         raise WeightError("\n".join(lines))
-    return stack_layers(params, config.num_layers)
+    return params
 
 
 def stack_layers(params: Mapping, num_layers: int) -> dict:

@@ -23,7 +23,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cmrcx.bert_weights import WeightError, stack_layers, to_torch, unstack_layers
+from cmrcx.bert_weights import (
+    WeightError,
+    params_from_table,
+    stack_layers,
+    to_torch,
+    unstack_layers,
+)
 from cmrcx.models.t5 import T5Config
 
 __all__ = [
@@ -202,37 +208,15 @@ def model_params(hf_tensors: Mapping[str, np.ndarray], config: T5Config, source:
     WeightError listing every missing, unknown, misshapen and differing tensor.
     """
     named, _, differing = normalize_hf_names(hf_tensors, config)
-    table = weight_table(config)
-    expected = {entry.hf_name for entry in table}
-    missing = sorted(expected - set(named))
-    unknown = sorted(set(named) - expected)
-    params: dict = {}
-    misshapen = []
-    for entry in table:
-        if entry.hf_name not in named:
-            continue
-        value = np.asarray(named[entry.hf_name], np.float32)
+
+    def to_param(entry, value):
         want = _torch_shape(entry)
         if value.shape != want:
-            misshapen.append(f"{entry.hf_name}: {value.shape} (expected {want})")
-            continue
-        value = to_flax(value, entry.layout, config)
-        node = params
-        for key in entry.path[:-1]:
-            node = node.setdefault(key, {})
-        node[entry.path[-1]] = value
-    problems = [
-        (missing, "missing"),
-        (unknown, "unknown"),
-        (misshapen, "wrong shape"),
-        (differing, "inconsistent copies"),
-    ]
-    if any(names for names, _ in problems):
-        lines = [f"{source} does not fit the T5 config:"]
-        for names, what in problems:
-            if names:
-                lines.append(f"  {what} ({len(names)}): " + ", ".join(names))
-        raise WeightError("\n".join(lines))
+            return None, f"{value.shape} (expected {want})"
+        return to_flax(value, entry.layout, config), None
+
+    more = {"inconsistent copies": list(differing)}
+    params = params_from_table(named, weight_table(config), to_param, source, "T5", more)
     params["encoder"] = stack_layers(params["encoder"], config.num_layers)
     params["decoder"] = stack_layers(params["decoder"], config.num_decoder_layers)
     return params
