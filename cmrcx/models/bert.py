@@ -26,6 +26,14 @@ REMAT_POLICIES = {
 }
 
 
+def check_compute_options(dtype: str, remat_policy: str) -> None:
+    """ValueError unless dtype is float32/bfloat16 and remat_policy one of REMAT_POLICIES."""
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"dtype {dtype!r}: use 'float32' or 'bfloat16'")
+    if remat_policy not in REMAT_POLICIES:
+        raise ValueError(f"remat_policy {remat_policy!r}: use one of {', '.join(REMAT_POLICIES)}")
+
+
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
     """Geometry of a BERT encoder. Defaults: bert-base-chinese's config.json."""
@@ -49,12 +57,7 @@ class BertConfig:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"
             )
-        if self.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"dtype {self.dtype!r}: use 'float32' or 'bfloat16'")
-        if self.remat_policy not in REMAT_POLICIES:
-            raise ValueError(
-                f"remat_policy {self.remat_policy!r}: use one of {', '.join(REMAT_POLICIES)}"
-            )
+        check_compute_options(self.dtype, self.remat_policy)
 
     @property
     def head_dim(self) -> int:
