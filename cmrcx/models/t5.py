@@ -28,7 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from cmrcx.models.bert import REMAT_POLICIES
+from cmrcx.models.bert import REMAT_POLICIES, check_compute_options
 
 FEED_FORWARD_PROJ = ("relu", "gated-gelu")  # T5 v1.0 (LongLM) | T5 v1.1, mT5
 
@@ -67,12 +67,7 @@ class T5Config:
                 f"feed_forward_proj {self.feed_forward_proj!r}: use one of "
                 + ", ".join(FEED_FORWARD_PROJ)
             )
-        if self.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"dtype {self.dtype!r}: use 'float32' or 'bfloat16'")
-        if self.remat_policy not in REMAT_POLICIES:
-            raise ValueError(
-                f"remat_policy {self.remat_policy!r}: use one of {', '.join(REMAT_POLICIES)}"
-            )
+        check_compute_options(self.dtype, self.remat_policy)
 
     @property
     def is_gated(self) -> bool:
