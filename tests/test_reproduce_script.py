@@ -1,5 +1,6 @@
 """tools/reproduce_cmrc2019.sh end to end, on one tiny random HF checkpoint (2 steps)."""
 
+import json
 import os
 import pathlib
 import shutil
@@ -16,6 +17,24 @@ transformers = pytest.importorskip("transformers")
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "reproduce_cmrc2019.sh"
 
 
+def _data_dir_with_a_test_file(directory: pathlib.Path) -> pathlib.Path:
+    """The bundled sample plus a qualify (test) file whose markers are out of textual
+    order, as QUALIFY_95 of the official test file is, and without answers."""
+    sample = pathlib.Path(package_path("data/cmrc2019_sample"))
+    shutil.copytree(sample, directory)
+    dev = json.loads((sample / "cmrc2019_dev.json").read_text(encoding="utf-8"))["data"]
+    qualify = []
+    for record in dev[:3]:
+        record = {k: v for k, v in record.items() if k != "answers"}
+        record["context"] = record["context"].replace("[BLANK1]", "[BLANK_A]")
+        record["context"] = record["context"].replace("[BLANK2]", "[BLANK1]")
+        record["context"] = record["context"].replace("[BLANK_A]", "[BLANK2]")
+        qualify.append(record)
+    document = json.dumps({"data": qualify}, ensure_ascii=False)
+    (directory / "cmrc2019_qualify.json").write_text(document, encoding="utf-8")
+    return directory
+
+
 def test_reproduce_script_converts_trains_and_prints_the_table(tmp_path):
     checkpoint = tmp_path / "ckpt" / "bert"
     config = transformers.BertConfig(
@@ -25,8 +44,10 @@ def test_reproduce_script_converts_trains_and_prints_the_table(tmp_path):
         num_attention_heads=4,
         intermediate_size=512,
     )
-    transformers.BertModel(config).save_pretrained(checkpoint)
+    # Saved as many released Chinese checkpoints are: from BertForMaskedLM, no pooler.
+    transformers.BertForMaskedLM(config).save_pretrained(checkpoint)
     shutil.copyfile(package_path("data/tiny_vocab.txt"), checkpoint / "vocab.txt")
+    data_dir = _data_dir_with_a_test_file(tmp_path / "data")
     env = {
         **os.environ,
         "PYTHON": sys.executable,
@@ -46,7 +67,7 @@ def test_reproduce_script_converts_trains_and_prints_the_table(tmp_path):
         [
             "bash",
             str(SCRIPT),
-            package_path("data/cmrc2019_sample"),
+            str(data_dir),
             str(tmp_path / "ckpt"),
             str(tmp_path / "runs"),
         ],
@@ -65,3 +86,10 @@ def test_reproduce_script_converts_trains_and_prints_the_table(tmp_path):
     assert (
         tmp_path / "runs" / "bert" / "predictions" / "cmrc2019_bert_chinese_validation.json"
     ).is_file()
+    # The test split (markers out of order) is predicted: one index per blank, by number.
+    test_predictions = tmp_path / "runs" / "bert" / "predictions"
+    test_predictions = test_predictions / "cmrc2019_bert_chinese_test.json"
+    predictions = json.loads(test_predictions.read_text(encoding="utf-8"))
+    qualify = json.loads((data_dir / "cmrc2019_qualify.json").read_text(encoding="utf-8"))
+    for record in qualify["data"]:
+        assert len(predictions[record["context_id"]]) == record["context"].count("[BLANK")
