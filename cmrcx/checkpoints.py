@@ -18,6 +18,7 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 from cmrcx.models.bert import BertConfig
+from cmrcx.models.t5 import T5Config
 
 MODEL_CONFIG_FILE = "model_config.json"
 
@@ -55,7 +56,9 @@ class TrainCheckpoints:
         self.manager.close()
 
 
-def export_params(export_dir: str, params, config: BertConfig, extra: dict | None = None) -> None:
+def export_params(
+    export_dir: str, params, config: BertConfig | T5Config, extra: dict | None = None
+) -> None:
     """Writes parameters (orbax) and the model config (JSON) to `export_dir`."""
     export_dir = os.path.abspath(export_dir)
     os.makedirs(export_dir, exist_ok=True)
@@ -67,7 +70,8 @@ def export_params(export_dir: str, params, config: BertConfig, extra: dict | Non
             json.dump({"model": dataclasses.asdict(config), **(extra or {})}, f, indent=1)
 
 
-def read_model_config(export_dir: str) -> BertConfig:
+def read_model_config(export_dir: str) -> BertConfig | T5Config:
+    """The network config of an export: its `family` ("bert" when absent, or "t5")."""
     path = os.path.join(export_dir, MODEL_CONFIG_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -75,7 +79,12 @@ def read_model_config(export_dir: str) -> BertConfig:
             "(made by `python -m cmrcx.export`)"
         )
     with open(path, encoding="utf-8") as f:
-        return BertConfig(**json.load(f)["model"])
+        saved = json.load(f)
+    families = {"bert": BertConfig, "t5": T5Config}
+    family = saved.get("family", "bert")
+    if family not in families:
+        raise ValueError(f"{path}: unknown model family {family!r}; known: {', '.join(families)}")
+    return families[family](**saved["model"])
 
 
 def load_params(export_dir: str, abstract_params):

@@ -338,12 +338,10 @@ def read_t5_export(export_dir: str) -> tuple[T5Config, dict]:
     """(config, params as numpy) of a cmrcx T5 export (`family` "t5" in model_config.json)."""
     from cmrcx import checkpoints
 
-    path = os.path.join(export_dir, checkpoints.MODEL_CONFIG_FILE)
-    with open(path, encoding="utf-8") as f:
-        saved = json.load(f)
-    if saved.get("family") != "t5":
-        raise PretrainedFormatError(f"{path}: not a T5 export (family {saved.get('family')!r})")
-    return T5Config(**saved["model"]), checkpoints.load_params(export_dir, None)["t5"]
+    config = checkpoints.read_model_config(export_dir)
+    if not isinstance(config, T5Config):
+        raise PretrainedFormatError(f"{export_dir}: not a T5 export (a {type(config).__name__})")
+    return config, checkpoints.load_params(export_dir, None)["t5"]
 
 
 def describe_t5(config: T5Config) -> str:

@@ -7,6 +7,7 @@ import pytest
 
 from cmrcx import checkpoints
 from cmrcx.models.bert import BertConfig
+from cmrcx.models.t5 import T5Config
 
 
 def test_export_round_trip(tmp_path):
@@ -25,3 +26,9 @@ def test_not_an_export_is_a_clear_error(tmp_path):
         checkpoints.read_model_config(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no exported parameters"):
         checkpoints.load_params(str(tmp_path), None)
+
+
+def test_model_config_of_each_family(tmp_path):
+    config = T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2)
+    checkpoints.export_params(str(tmp_path), {"t5": {"w": jnp.ones(2)}}, config, {"family": "t5"})
+    assert checkpoints.read_model_config(str(tmp_path)) == config
