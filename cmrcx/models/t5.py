@@ -13,9 +13,9 @@ a separate matrix without that scaling (v1.1 / mT5).
 
 Each stack's layers are one scanned module, `layers`, whose parameters carry a
 leading [num_layers] axis. No gin, data, optimizer or mesh here: sharding is the
-rules table in `cmrcx.partitioning`. The decoder takes explicit query/key
-positions for its position bias so that a KV-cache `decode_step` can be added
-beside `decode` without changing the parameters.
+rules table in `cmrcx.partitioning`. Incremental decoding
+(`init_cache`, `decode_step`; loops in `cmrcx.models.decoding`) runs the same
+scanned parameters over a key/value cache with a leading [num_layers] axis.
 """
 
 from __future__ import annotations
@@ -78,11 +78,11 @@ def _normal(std: float, axes: tuple[str, ...]):
     return nn.with_logical_partitioning(nn.initializers.normal(std), axes)
 
 
-def _dense(cfg: T5Config, features, in_axes, out_axes: tuple[str, ...], std: float, name: str):
+def _dense(cfg: T5Config, features, in_axes, out_axes: tuple[str, ...], std: float, name=None):
     """Bias-free DenseGeneral; kernel (*in_axes, *out_axes), normal(std) as HF initialises.
 
     in_axes: a logical name (contract the last input axis) or a tuple of names
-    (contract that many trailing axes).
+    (contract that many trailing axes). name: None inside `setup` (the attribute names it).
     """
     in_axes = (in_axes,) if isinstance(in_axes, str) else in_axes
     return nn.DenseGeneral(
@@ -169,35 +169,51 @@ class RelativePositionBias(nn.Module):
 
 
 class T5Attention(nn.Module):
-    """Multi-head attention without 1/sqrt(d_kv) scaling; self- or cross-attention."""
+    """Multi-head attention without 1/sqrt(d_kv) scaling; self- or cross-attention.
+
+    `key_value` and `attend` split the call so that a decoding step can attend
+    to cached keys and values (see `T5Block`, mode "step").
+    """
 
     config: T5Config
     deterministic: bool = True
 
-    @nn.compact
-    def __call__(self, hidden, key_value_states, position_bias, mask):
-        """hidden: [batch, q, d_model]; key_value_states: [batch, k, d_model];
-        position_bias: float32 [1, heads, q, k] or None; mask: bool [batch, 1, q or 1, k]
-        (True = attend). Returns [batch, q, d_model].
-        """
+    def setup(self):
         cfg = self.config
         heads = (cfg.num_heads, cfg.d_kv)
         d_model, inner = cfg.d_model, cfg.num_heads * cfg.d_kv
         # HF's init: q absorbs the 1/sqrt(d_kv) that T5 leaves out of the scores.
-        query = _dense(cfg, heads, "embed", ("heads", "kv"), (d_model * cfg.d_kv) ** -0.5, "q")(
-            hidden
-        )
-        key = _dense(cfg, heads, "embed", ("heads", "kv"), d_model**-0.5, "k")(key_value_states)
-        value = _dense(cfg, heads, "embed", ("heads", "kv"), d_model**-0.5, "v")(key_value_states)
+        self.q = _dense(cfg, heads, "embed", ("heads", "kv"), (d_model * cfg.d_kv) ** -0.5)
+        self.k = _dense(cfg, heads, "embed", ("heads", "kv"), d_model**-0.5)
+        self.v = _dense(cfg, heads, "embed", ("heads", "kv"), d_model**-0.5)
+        self.o = _dense(cfg, d_model, ("heads", "kv"), ("embed",), inner**-0.5)
+        self.dropout = nn.Dropout(cfg.dropout_rate)
+
+    def key_value(self, states):
+        """[batch, k, d_model] -> (key, value), each [batch, k, heads, d_kv]."""
+        return self.k(states), self.v(states)
+
+    def attend(self, hidden, key, value, position_bias, mask):
+        """hidden: [batch, q, d_model]; key, value: [batch, k, heads, d_kv];
+        position_bias: float32 [1, heads, q, k] or None; mask: bool [batch or 1, 1, q or 1, k]
+        (True = attend). Returns [batch, q, d_model].
+        """
+        query = self.q(hidden)
         scores = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)
         if position_bias is not None:
             scores = scores + position_bias
         scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
         probs = jax.nn.softmax(scores, axis=-1).astype(query.dtype)
-        probs = nn.Dropout(cfg.dropout_rate)(probs, deterministic=self.deterministic)
+        probs = self.dropout(probs, deterministic=self.deterministic)
         context = jnp.einsum("bhqk,bkhd->bqhd", probs, value)
         context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
-        return _dense(cfg, d_model, ("heads", "kv"), ("embed",), inner**-0.5, "o")(context)
+        return self.o(context)
+
+    def __call__(self, hidden, key_value_states, position_bias, mask):
+        """hidden: [batch, q, d_model]; key_value_states: [batch, k, d_model]; the rest as
+        `attend`. Returns [batch, q, d_model].
+        """
+        return self.attend(hidden, *self.key_value(key_value_states), position_bias, mask)
 
 
 class T5FeedForward(nn.Module):
@@ -225,55 +241,100 @@ class T5FeedForward(nn.Module):
 class T5Block(nn.Module):
     """One encoder block (self-attention, FFN) or decoder block (+ cross-attention).
 
-    Returns (hidden, None) so that `nn.scan` can stack the blocks; the position
-    bias and masks are the same for every block (broadcast).
+    Returns (hidden, per-layer output) so that `nn.scan` can stack the blocks; the
+    position bias and masks are the same for every block (broadcast). Modes:
+    "full" (whole sequences; output None), "cross_cache" (decoder: only this
+    block's cross-attention keys/values of the encoder states; hidden passes
+    through) and "step" (decoder: one new token attending to this block's cached
+    keys/values; output the self-attention cache with the new token written in).
     """
 
     config: T5Config
     is_decoder: bool = False
     deterministic: bool = True
+    mode: str = "full"  # "full" | "cross_cache" | "step"
 
     @nn.compact
-    def __call__(self, hidden, position_bias, self_mask, encoder_hidden, cross_mask):
+    def __call__(
+        self,
+        hidden,
+        position_bias,
+        self_mask,
+        encoder_hidden,
+        cross_mask,
+        self_cache=None,
+        cross_cache=None,
+        index=None,
+    ):
+        """hidden: [batch, length (step: 1), d_model]. Step mode only: self_cache
+        {"key", "value"} [batch, max_length, heads, d_kv], cross_cache the same over the
+        source, index: int32 [] (the new token's position, where it is written).
+        """
         cfg, deterministic = self.config, self.deterministic
+        if self.mode == "cross_cache":
+            key, value = T5Attention(cfg, name="cross_attention").key_value(encoder_hidden)
+            return hidden, {"key": key, "value": value}
 
         def residual(hidden, update):
             update = nn.Dropout(cfg.dropout_rate)(update, deterministic=deterministic)
             return nn.with_logical_constraint(hidden + update, ("batch", "length", "embed"))
 
         normed = T5LayerNorm(cfg, name="pre_self_attention_layer_norm")(hidden)
-        attended = T5Attention(cfg, deterministic, name="self_attention")(
-            normed, normed, position_bias, self_mask
-        )
+        self_attention = T5Attention(cfg, deterministic, name="self_attention")
+        if self.mode == "step":
+            key, value = self_attention.key_value(normed)  # [batch, 1, heads, d_kv]
+            self_cache = {
+                "key": jax.lax.dynamic_update_slice_in_dim(
+                    self_cache["key"], key.astype(self_cache["key"].dtype), index, axis=1
+                ),
+                "value": jax.lax.dynamic_update_slice_in_dim(
+                    self_cache["value"], value.astype(self_cache["value"].dtype), index, axis=1
+                ),
+            }
+            attended = self_attention.attend(
+                normed, self_cache["key"], self_cache["value"], position_bias, self_mask
+            )
+        else:
+            attended = self_attention(normed, normed, position_bias, self_mask)
         hidden = residual(hidden, attended)
         if self.is_decoder:
             normed = T5LayerNorm(cfg, name="pre_cross_attention_layer_norm")(hidden)
-            attended = T5Attention(cfg, deterministic, name="cross_attention")(
-                normed, encoder_hidden, None, cross_mask
-            )
+            cross_attention = T5Attention(cfg, deterministic, name="cross_attention")
+            if self.mode == "step":
+                attended = cross_attention.attend(
+                    normed, cross_cache["key"], cross_cache["value"], None, cross_mask
+                )
+            else:
+                attended = cross_attention(normed, encoder_hidden, None, cross_mask)
             hidden = residual(hidden, attended)
         normed = T5LayerNorm(cfg, name="pre_mlp_layer_norm")(hidden)
         hidden = residual(hidden, T5FeedForward(cfg, deterministic, name="mlp")(normed))
-        return hidden, None
+        return hidden, (self_cache if self.mode == "step" else None)
 
 
-def _stacked_blocks(cfg: T5Config, is_decoder: bool, deterministic: bool) -> nn.Module:
+def _stacked_blocks(
+    cfg: T5Config, is_decoder: bool, deterministic: bool, mode: str = "full"
+) -> nn.Module:
     """All blocks of a stack as one scanned module `layers`: parameters [layers, ...].
 
     As in models/bert.py: one compiled block, and a remat policy that XLA honours
-    on every backend.
+    on every backend. Every mode has the same parameters; "step" scans the caches
+    (leading [layers] axis) with the parameters and returns the updated self cache
+    stacked the same way.
     """
     block = T5Block
-    if cfg.remat_policy != "none":
+    if cfg.remat_policy != "none" and mode == "full":
         block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False)
+    broadcast = nn.broadcast
+    in_axes = broadcast if mode != "step" else (broadcast,) * 4 + (0, 0, broadcast)
     return nn.scan(
         block,
         variable_axes={"params": 0},
         split_rngs={"params": True, "dropout": True},
-        in_axes=nn.broadcast,
+        in_axes=in_axes,
         length=cfg.num_decoder_layers if is_decoder else cfg.num_layers,
         metadata_params={nn.PARTITION_NAME: "layers"},
-    )(cfg, is_decoder, deterministic, name="layers")
+    )(cfg, is_decoder, deterministic, mode, name="layers")
 
 
 class T5Stack(nn.Module):
@@ -284,17 +345,44 @@ class T5Stack(nn.Module):
 
     @nn.compact
     def __call__(
-        self, embedded, self_mask, encoder_hidden=None, cross_mask=None, deterministic=True
+        self,
+        embedded,
+        self_mask,
+        encoder_hidden=None,
+        cross_mask=None,
+        deterministic=True,
+        mode="full",
+        cache=None,
+        index=None,
     ):
         """embedded: [batch, length, d_model]; self_mask: bool [batch, 1, length or 1, length];
         encoder_hidden: [batch, source, d_model] and cross_mask: bool [batch, 1, 1, source]
-        (decoder only).
+        (decoder only). Decoder modes (see `T5Block`): "cross_cache" returns the stacked
+        cross-attention {"key", "value"} [layers, batch, source, heads, d_kv] of
+        encoder_hidden (other inputs unused); "step" takes one token [batch, 1, d_model]
+        at position `index` (int32 []), the cache of `T5ForConditionalGeneration.init_cache`
+        (self_mask unused) and returns (states [batch, 1, d_model], updated cache).
         """
         cfg = self.config
+        if mode == "cross_cache":
+            _, cross = _stacked_blocks(cfg, True, True, mode)(
+                jnp.zeros(()), None, None, encoder_hidden, None
+            )
+            return cross
+        bias = RelativePositionBias(cfg, not self.is_decoder, name="relative_attention_bias")
+        if mode == "step":
+            # The new token (query at `index`) against every cache slot; later slots masked.
+            key_positions = jnp.arange(cache["self"]["key"].shape[2])
+            position_bias = bias(jnp.reshape(index, [1]), key_positions)
+            self_mask = (key_positions <= index)[None, None, None, :]
+            hidden, self_cache = _stacked_blocks(cfg, True, True, mode)(
+                embedded, position_bias, self_mask, None, cross_mask,
+                cache["self"], cache["cross"], index,
+            )  # fmt: skip
+            hidden = T5LayerNorm(cfg, name="final_layer_norm")(hidden)
+            return hidden, {"self": self_cache, "cross": cache["cross"]}
         positions = jnp.arange(embedded.shape[1])
-        position_bias = RelativePositionBias(
-            cfg, not self.is_decoder, name="relative_attention_bias"
-        )(positions, positions)
+        position_bias = bias(positions, positions)
         hidden = nn.Dropout(cfg.dropout_rate)(embedded, deterministic=deterministic)
         hidden = nn.with_logical_constraint(hidden, ("batch", "length", "embed"))
         hidden, _ = _stacked_blocks(cfg, self.is_decoder, deterministic)(
@@ -330,7 +418,8 @@ class T5ForConditionalGeneration(nn.Module):
     Parameters: `shared` (embedding [vocab, d_model], used by both stacks and,
     when tied, as the LM head), `encoder`, `decoder`, and `lm_head` when untied.
     Methods (use `apply(..., method=...)`): `encode`, `decoder_states`, `decode`,
-    and `__call__` (teacher forcing). Logits are float32 whatever config.dtype:
+    `__call__` (teacher forcing), and for incremental decoding (`cmrcx.models.decoding`)
+    `init_cache` and `decode_step`. Logits are float32 whatever config.dtype:
     the head multiplies in config.dtype and accumulates in float32, so bf16
     logits are not rounded to 8 bits (top-k sampling and greedy ties need them).
     """
@@ -418,6 +507,44 @@ class T5ForConditionalGeneration(nn.Module):
                 decoder_input_ids, encoder_hidden, encoder_mask, decoder_mask, deterministic
             )
         )
+
+    def init_cache(self, encoder_hidden, max_length: int):
+        """Decoding cache for `decode_step`: {"self": {"key", "value"} zeros
+        [layers, batch, max_length, heads, d_kv], "cross": {"key", "value"}
+        [layers, batch, source, heads, d_kv]}, the cross-attention keys/values of
+        encoder_hidden [batch, source, d_model], computed once here.
+        """
+        cfg = self.config
+        cross = self.decoder(None, None, encoder_hidden, mode="cross_cache")
+        shape = (
+            cfg.num_decoder_layers,
+            encoder_hidden.shape[0],
+            max_length,
+            cfg.num_heads,
+            cfg.d_kv,
+        )
+        zeros = jnp.zeros(shape, cross["key"].dtype)
+        return {"self": {"key": zeros, "value": zeros}, "cross": cross}
+
+    def decode_step(self, decoder_input_ids, cache, index, encoder_mask):
+        """One incremental decoder step; every row is at the same position.
+
+        decoder_input_ids: int [batch] (the token at position `index`, int32 []:
+        decoder_start_token_id at 0); cache: `init_cache`'s, filled up to index - 1;
+        encoder_mask: int [batch, source]. Returns (float32 logits [batch, vocab] for the
+        token at index + 1, the cache with position index written). Logits equal
+        `decode`'s at position index (same masks, same position bias).
+        """
+        hidden, cache = self.decoder(
+            self.shared(decoder_input_ids[:, None]),
+            None,
+            None,
+            padding_mask(encoder_mask),
+            mode="step",
+            cache=cache,
+            index=index,
+        )
+        return self.logits(hidden)[:, 0], cache
 
     def __call__(
         self,
