@@ -307,8 +307,13 @@ def _expected_shape(entry: Entry, config: BertConfig) -> tuple[int, ...]:
 
 def hf_tensors(params: Mapping, config: BertConfig) -> Iterator[tuple[str, np.ndarray]]:
     """cmrcx `params["bert"]` -> (HF name, torch-layout float32 tensor) pairs."""
-    params = unstack_layers(params, config.num_layers)
-    for entry in weight_table(config):
+    yield from tensors_from_table(unstack_layers(params, config.num_layers), weight_table(config))
+
+
+def tensors_from_table(params: Mapping, table) -> Iterator[tuple[str, np.ndarray]]:
+    """The reverse of `params_from_table`: (HF name, torch-layout float32 tensor) per entry
+    of the table, read from the (unstacked) params tree at the entry's `path`."""
+    for entry in table:
         node = params
         for key in entry.path:
             node = node[key]

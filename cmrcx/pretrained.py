@@ -164,18 +164,19 @@ def read_pretrained_dir(directory: str) -> PretrainedRelease:
     return PretrainedRelease(config, params, sorted(dropped), source, fresh)
 
 
-def write_hf_dir(out: str, params_bert, config: BertConfig, vocab_file: str | None) -> None:
-    """A HuggingFace BertModel directory: config.json, model.safetensors, vocab.txt."""
+def _write_hf_model(out: str, hf_config: dict, tensors) -> None:
+    """config.json and model.safetensors ((HF name, array) pairs) into `out`."""
     from safetensors.numpy import save_file
 
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(config_to_hf(config), f, indent=1)
-    save_file(
-        dict(bert_weights.hf_tensors(params_bert, config)),
-        os.path.join(out, "model.safetensors"),
-        metadata={"format": "pt"},
-    )
+        json.dump(hf_config, f, indent=1)
+    save_file(dict(tensors), os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+
+
+def write_hf_dir(out: str, params_bert, config: BertConfig, vocab_file: str | None) -> None:
+    """A HuggingFace BertModel directory: config.json, model.safetensors, vocab.txt."""
+    _write_hf_model(out, config_to_hf(config), bert_weights.hf_tensors(params_bert, config))
     if vocab_file:
         with (
             open(vocab_file, encoding="utf-8") as src,
@@ -310,16 +311,7 @@ def write_hf_t5_dir(params, config: T5Config, out_dir: str, tokenizer_dir: str |
     params: the T5ForConditionalGeneration tree (numpy or jax arrays). With
     `tokenizer_dir`, its tokenizer files (`T5_TOKENIZER_FILES`) are copied too.
     """
-    from safetensors.numpy import save_file
-
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(t5_config_to_hf(config), f, indent=1)
-    save_file(
-        dict(t5_weights.hf_tensors(params, config)),
-        os.path.join(out_dir, "model.safetensors"),
-        metadata={"format": "pt"},
-    )
+    _write_hf_model(out_dir, t5_config_to_hf(config), t5_weights.hf_tensors(params, config))
     if tokenizer_dir:
         copy_t5_tokenizer_files(tokenizer_dir, out_dir)
 

@@ -27,7 +27,7 @@ from cmrcx.bert_weights import (
     WeightError,
     params_from_table,
     stack_layers,
-    to_torch,
+    tensors_from_table,
     unstack_layers,
 )
 from cmrcx.models.t5 import T5Config
@@ -243,11 +243,4 @@ def hf_tensors(params: Mapping, config: T5Config) -> Iterator[tuple[str, np.ndar
     params = dict(params)
     params["encoder"] = unstack_layers(params["encoder"], config.num_layers)
     params["decoder"] = unstack_layers(params["decoder"], config.num_decoder_layers)
-    for entry in weight_table(config):
-        node = params
-        for key in entry.path:
-            node = node[key]
-        yield (
-            entry.hf_name,
-            np.ascontiguousarray(to_torch(np.asarray(node, np.float32), entry.layout)),
-        )
+    yield from tensors_from_table(params, weight_table(config))
