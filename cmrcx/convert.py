@@ -78,7 +78,7 @@ def main(argv=None) -> int:
 
 
 def _convert_bert(source: str, out: str) -> None:
-    from cmrcx import checkpoints
+    from cmrcx.training import checkpoints
 
     release = read_pretrained_dir(source)
     vocab = os.path.join(source, "vocab.txt")
@@ -103,7 +103,7 @@ def _convert_bert(source: str, out: str) -> None:
 
 
 def _convert_t5(source: str, out: str) -> None:
-    from cmrcx import checkpoints
+    from cmrcx.training import checkpoints
 
     release = pretrained.read_t5_dir(source)
     extra = {
@@ -153,8 +153,8 @@ def _padded_batch(rng: np.random.Generator, vocab_size: int, length: int):
 
 def _verify_bert(source: str, export_dir: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """[("hidden states", reference, converted)] on 3 random padded inputs of 32 tokens."""
-    from cmrcx import checkpoints
     from cmrcx.models.bert import BertEncoder
+    from cmrcx.training import checkpoints
 
     torch, _ = _import_reference()
     config = checkpoints.read_model_config(export_dir)

@@ -19,8 +19,8 @@ FLAGS = (
 
 def main(argv) -> None:
     args, run = launch.start(argv, __doc__, FLAGS)
-    from cmrcx.cmrc2019 import evaluation
-    from cmrcx.runner import Cmrc2019Runner
+    from cmrcx.benchmarks.cmrc2019 import evaluation
+    from cmrcx.training.runner import Cmrc2019Runner
 
     runner = Cmrc2019Runner(run, for_training=False)
     step, state = runner.restore(args.step)

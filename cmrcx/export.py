@@ -2,7 +2,7 @@
 
 --format orbax (default): an inference checkpoint, DIR/params (orbax, parameters
 only, no optimizer state), DIR/model_config.json and DIR/vocab.txt. It loads
-with `--gin.PRETRAINED="'DIR'"` (its encoder) or `cmrcx.checkpoints.load_params`.
+with `--gin.PRETRAINED="'DIR'"` (its encoder) or `cmrcx.training.checkpoints.load_params`.
 --format hf: the fine-tuned encoder as a HuggingFace BertModel directory
 (config.json, model.safetensors, vocab.txt) that `transformers` loads, to take
 results to other tools (the task head is not part of BertModel and is left out).
@@ -26,8 +26,8 @@ def main(argv) -> None:
     args, run = launch.start(argv, __doc__, FLAGS)
     import jax
 
-    from cmrcx import checkpoints
-    from cmrcx.runner import Cmrc2019Runner
+    from cmrcx.training import checkpoints
+    from cmrcx.training.runner import Cmrc2019Runner
 
     runner = Cmrc2019Runner(run, for_training=False)
     step, state = runner.restore(args.step)

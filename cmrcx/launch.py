@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import gin
 
 from cmrcx.models.bert import BertConfig
-from cmrcx.partitioning import RULE_SETS
+from cmrcx.training.partitioning import RULE_SETS
 
 PACKAGE_PREFIX = "cmrcx:"
 OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
@@ -143,11 +143,11 @@ class RunConfig:
     # "adamw": the paper setting (AdamW, warm-up then linear decay over the run's steps,
     # global-norm clipping). "released_script": the authors' script exactly (its BertAdam:
     # schedule counted in blanks and applied twice, per-tensor clipping, no bias
-    # correction; int(epochs) epochs of whole batches); see cmrcx.released_optimizer.
+    # correction; int(epochs) epochs of whole batches); see cmrcx.training.released_optimizer.
     optimizer: str = "adamw"
     seed: int = 0  # parameters, dropout and data order
     mesh_shape: tuple[int, int] = (-1, 1)  # (data, model); -1 takes the rest
-    partitioning: str = "data"  # rule set: data | fsdp | tensor (cmrcx.partitioning)
+    partitioning: str = "data"  # rule set: data | fsdp | tensor (cmrcx.training.partitioning)
     logical_rules: tuple | None = None  # an explicit rules table; overrides `partitioning`
     log_every: int = 10  # steps between metric lines
     save_every: int = 500  # steps between checkpoints (the last step is always saved)

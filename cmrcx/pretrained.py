@@ -328,7 +328,7 @@ def copy_t5_tokenizer_files(source: str, out: str) -> list[str]:
 
 def read_t5_export(export_dir: str) -> tuple[T5Config, dict]:
     """(config, params as numpy) of a cmrcx T5 export (`family` "t5" in model_config.json)."""
-    from cmrcx import checkpoints
+    from cmrcx.training import checkpoints
 
     config = checkpoints.read_model_config(export_dir)
     if not isinstance(config, T5Config):

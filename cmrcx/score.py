@@ -29,9 +29,9 @@ from typing import Any
 
 from cmrcx.benchmarks.clue.metrics import score_submission as score_clue_submission
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
+from cmrcx.benchmarks.cmrc2019.metrics import cloze_scores
+from cmrcx.benchmarks.cmrc2019.official_format import read_passages, read_predictions
 from cmrcx.benchmarks.records import DataFormatError
-from cmrcx.cmrc2019.metrics import cloze_scores
-from cmrcx.cmrc2019.official_format import read_passages, read_predictions
 
 
 def score_cmrc2019(dataset_path: str, predictions_path: str) -> dict[str, Any]:

@@ -39,7 +39,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from cmrcx.cmrc2019.official_format import PASSAGE_REWRITES
+from cmrcx.benchmarks.cmrc2019.official_format import PASSAGE_REWRITES
 
 if TYPE_CHECKING:
     from cmrcx.t5_vocabulary import T5SentencePieceVocabulary

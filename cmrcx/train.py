@@ -14,8 +14,8 @@ from cmrcx import launch
 
 def main(argv) -> None:
     _, run = launch.start(argv, __doc__)
-    from cmrcx.cmrc2019 import evaluation
-    from cmrcx.runner import Cmrc2019Runner  # after gin: jax/tf start here
+    from cmrcx.benchmarks.cmrc2019 import evaluation
+    from cmrcx.training.runner import Cmrc2019Runner  # after gin: jax/tf start here
 
     runner = Cmrc2019Runner(run)
     state, _ = runner.train()

@@ -20,7 +20,7 @@ Predictions are class indices (argmax over the head's ``num_classes`` logits, in
 table's label order); `label_postprocessor` turns them, and the targets, into the
 official label strings, which the table's metric (accuracy) compares.
 
-Splits keep the table's names: "train", "dev", "test" (diagnostics: "test" only).
+Splits keep the table's names: "train", "validation", "test" (diagnostics: "test" only).
 Mixtures: both list every registered task, rated by its number of training examples
 (`train_examples_rate`, T5's "proportional" mixing; tasks without a train split get 0
 and are skipped by a train mixture). ``clue`` is the benchmark's mixture and will also

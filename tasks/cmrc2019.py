@@ -10,7 +10,7 @@ Pipeline, per passage (TFDS record) -> many windows (model examples):
      script makes them; `[BLANKk]` -> `[unusedk]`; WordPiece (a TF op). Choices are
      tokenized whole and capped at `max_candidate_tokens` (64 in the paper setup).
   2. `training_windows` (train) or `scoring_windows` (eval): numpy windowing
-     (`cmrcx.cmrc2019.windows`), one example per (candidate, window).
+     (`cmrcx.benchmarks.cmrc2019.windows`), one example per (candidate, window).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from cmrcx.cmrc2019 import metrics as cmrc2019_metrics
-from cmrcx.cmrc2019 import windows as cmrc2019_windows
-from cmrcx.cmrc2019.official_format import PASSAGE_REWRITES
+from cmrcx.benchmarks.cmrc2019 import metrics as cmrc2019_metrics
+from cmrcx.benchmarks.cmrc2019 import windows as cmrc2019_windows
+from cmrcx.benchmarks.cmrc2019.official_format import PASSAGE_REWRITES
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.vocabularies import UNUSED_TOKEN, WordPieceVocabulary
 
@@ -71,7 +71,7 @@ def tokenize_passage(dataset: tf.data.Dataset, vocabulary, max_candidate_tokens:
 
 
 def _windows(dataset, *, ids, max_length, doc_stride, training: bool):
-    """One example per (candidate, window); see `cmrcx.cmrc2019.windows`."""
+    """One example per (candidate, window); see `cmrcx.benchmarks.cmrc2019.windows`."""
     extra = "target_blank" if training else "choice_index"
     keys = (*WINDOW_FEATURES, extra)
     max_blanks = len(ids.blank_marker_ids)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cmrcx.cmrc2019.official_format import read_passages
+from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 # 2 layers, hidden 64, 512-token vocabulary, 64-token windows: seconds per side.

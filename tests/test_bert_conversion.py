@@ -24,9 +24,10 @@ transformers = pytest.importorskip("transformers")
 
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from cmrcx import bert_weights, checkpoints, convert  # noqa: E402
+from cmrcx import bert_weights, convert  # noqa: E402
 from cmrcx.models.bert import BertConfig, BertEncoder  # noqa: E402
 from cmrcx.pretrained import read_pretrained_dir, write_hf_dir  # noqa: E402
+from cmrcx.training import checkpoints  # noqa: E402
 
 SMALL = dict(
     vocab_size=120,

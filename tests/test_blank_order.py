@@ -16,11 +16,11 @@ import pytest
 import seqio
 
 from cmrcx import launch
-from cmrcx.cmrc2019 import evaluation
-from cmrcx.cmrc2019.official_format import read_passages, write_predictions
-from cmrcx.runner import Cmrc2019Runner
+from cmrcx.benchmarks.cmrc2019 import evaluation
+from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
 from cmrcx.score import score_cmrc2019
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
+from cmrcx.training.runner import Cmrc2019Runner
 from cmrcx.vocabularies import WordPieceVocabulary
 
 TINY_VOCAB = launch.package_path("data/tiny_vocab.txt")

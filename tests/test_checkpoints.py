@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cmrcx import checkpoints
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config
+from cmrcx.training import checkpoints
 
 
 def test_export_round_trip(tmp_path):

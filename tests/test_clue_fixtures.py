@@ -67,7 +67,7 @@ _NLI_TEST = [
 FIXTURES: dict[str, dict[str, Any]] = {
     "clue_afqmc": {
         "labelled": (
-            "dev",
+            "validation",
             [
                 {"sentence1": "怎么修改登录密码", "sentence2": "登录密码在哪里改", "label": "1"},
                 {"sentence1": "退款多久到账", "sentence2": "怎么申请退款", "label": "0"},
@@ -76,10 +76,10 @@ FIXTURES: dict[str, dict[str, Any]] = {
         "test": [{"id": 0, "sentence1": "账单在哪看", "sentence2": "如何查看账单"}],
     },
     "clue_tnews10": {"labelled": ("train", _TNEWS_LABELLED), "test": _TNEWS_TEST},
-    "clue_tnews11": {"labelled": ("dev", _TNEWS_LABELLED), "test": _TNEWS_TEST},
+    "clue_tnews11": {"labelled": ("validation", _TNEWS_LABELLED), "test": _TNEWS_TEST},
     "clue_iflytek": {
         "labelled": (
-            "dev",
+            "validation",
             [
                 {"label": "0", "label_des": "打车", "sentence": "一键叫车，司机几分钟就到"},
                 {
@@ -91,13 +91,13 @@ FIXTURES: dict[str, dict[str, Any]] = {
         ),
         "test": [{"id": 0, "sentence": "离线地图\u2028不用流量也能导航"}],
     },
-    "clue_ocnli": {"labelled": ("dev", _NLI_LABELLED), "test": _NLI_TEST},
+    "clue_ocnli": {"labelled": ("validation", _NLI_LABELLED), "test": _NLI_TEST},
     "clue_cmnli": {"labelled": ("train", _NLI_LABELLED), "test": _NLI_TEST},
     "clue_cluewsc10": {"labelled": ("train", _WSC_LABELLED), "test": _WSC_TEST},
-    "clue_cluewsc11": {"labelled": ("dev", _WSC_LABELLED), "test": _WSC_TEST},
+    "clue_cluewsc11": {"labelled": ("validation", _WSC_LABELLED), "test": _WSC_TEST},
     "clue_csl": {
         "labelled": (
-            "dev",
+            "validation",
             [
                 {
                     "id": 1,

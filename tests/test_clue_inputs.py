@@ -27,17 +27,17 @@ def test_docstring_examples() -> None:
 @pytest.mark.parametrize(
     ("task_name", "split", "expected"),
     [
-        ("clue_afqmc", "dev", ("怎么修改登录密码", "登录密码在哪里改")),
+        ("clue_afqmc", "validation", ("怎么修改登录密码", "登录密码在哪里改")),
         ("clue_tnews10", "train", ("主队加时赛逆转夺冠", None)),  # keywords unused
         ("clue_tnews11", "test", ("小城夜市重新开张", None)),
         ("clue_iflytek", "test", ("离线地图\u2028不用流量也能导航", None)),  # not shortened
-        ("clue_ocnli", "dev", ("会议推迟到下周举行", "会议没有按原计划召开")),
+        ("clue_ocnli", "validation", ("会议推迟到下周举行", "会议没有按原计划召开")),
         ("clue_cmnli", "test", ("雨下了一整夜", "地面是湿的")),
         ("clue_cluewsc10", "train", ("小王把书给了_小李_，因为[他]要出门。", None)),
         ("clue_cluewsc11", "test", ("_妈妈_打电话时[她]很高兴。", None)),
         (
             "clue_csl",
-            "dev",
+            "validation",
             ("图像压缩 分块", "提出一种基于分块的图像压缩方法,实验表明压缩率提高。"),
         ),
         ("clue_diagnostics", "test", ("小红比小明高", "小明比小红矮")),

@@ -49,21 +49,21 @@ def test_ids_exactly_as_in_the_file(tmp_path: Path) -> None:
     csl = read_split("clue_csl", write_task_dir(tmp_path, "clue_csl"), "test")
     assert [e.id for e in csl.examples] == [2415, 2416]  # not the line index
     wsc_dir = write_task_dir(tmp_path, "clue_cluewsc11")
-    assert [e.id for e in read_split("clue_cluewsc11", wsc_dir, "dev").examples] == [7, 9]
+    assert [e.id for e in read_split("clue_cluewsc11", wsc_dir, "validation").examples] == [7, 9]
     assert [e.id for e in read_split("clue_cluewsc11", wsc_dir, "test").examples] == [0]
     diag = read_split("clue_diagnostics", write_task_dir(tmp_path, "clue_diagnostics"), "test")
     assert [e.id for e in diag.examples] == [0, 1]  # the "index" field
     # AFQMC train/dev lines have no id: the 0-based line index stands in.
-    afqmc = read_split("clue_afqmc", write_task_dir(tmp_path, "clue_afqmc"), "dev")
+    afqmc = read_split("clue_afqmc", write_task_dir(tmp_path, "clue_afqmc"), "validation")
     assert [e.id for e in afqmc.examples] == [0, 1]
     path = write_lines(tmp_path / "string_ids.json", [{"id": "a7", "sentence": "标题"}])
     assert read_examples("clue_iflytek", path, labelled=False).examples[0].id == "a7"
 
 
 def test_texts_per_task(tmp_path: Path) -> None:
-    tnews = read_split("clue_tnews11", write_task_dir(tmp_path, "clue_tnews11"), "dev")
+    tnews = read_split("clue_tnews11", write_task_dir(tmp_path, "clue_tnews11"), "validation")
     assert tnews.examples[0].texts == {"sentence": "主队加时赛逆转夺冠", "keywords": "加时赛,夺冠"}
-    csl = read_split("clue_csl", write_task_dir(tmp_path, "clue_csl"), "dev")
+    csl = read_split("clue_csl", write_task_dir(tmp_path, "clue_csl"), "validation")
     assert csl.examples[0].texts["keyword"] == ("图像压缩", "分块")
     wsc = read_split("clue_cluewsc10", write_task_dir(tmp_path, "clue_cluewsc10"), "train")
     assert wsc.examples[0].texts["target"] == WscTarget(6, "小李", 11, "他")
@@ -73,7 +73,7 @@ def test_iflytek_line_separator_is_not_a_line_break(tmp_path: Path) -> None:
     directory = write_task_dir(tmp_path, "clue_iflytek")
     raw = (directory / "dev.json").read_text(encoding="utf-8")
     assert "\u2028" in raw and len(raw.splitlines()) == 3  # splitlines() would see 3 lines
-    dev = read_split("clue_iflytek", directory, "dev")
+    dev = read_split("clue_iflytek", directory, "validation")
     assert len(dev.examples) == 2
     assert dev.examples[1].texts["sentence"] == "记录每天的心情\u2028支持导出日记"
     assert read_split("clue_iflytek", directory, "test").examples[0].id == 0
@@ -259,10 +259,10 @@ def test_bundled_afqmc_sample() -> None:
     directory = Path(__file__).resolve().parents[1] / "cmrcx/data/clue_sample/afqmc_public"
     sizes = {
         split: len(read_split("clue_afqmc", directory, split).examples)
-        for split in ("train", "dev", "test")
+        for split in ("train", "validation", "test")
     }
-    assert sizes == {"train": 40, "dev": 16, "test": 16}
+    assert sizes == {"train": 40, "validation": 16, "test": 16}
     test = read_split("clue_afqmc", directory, "test")
     assert [e.id for e in test.examples] == list(range(16))
-    dev_labels = {e.label for e in read_split("clue_afqmc", directory, "dev").examples}
+    dev_labels = {e.label for e in read_split("clue_afqmc", directory, "validation").examples}
     assert dev_labels == {"0", "1"}

@@ -88,7 +88,7 @@ def all_examples(data_dirs) -> list[tuple[str, str | None]]:
     for name, directory in data_dirs.items():
         for split in clue_tfds.available_splits(name, directory):
             pairs += [encoder_texts(name, ex) for ex in read_split(name, directory, split).examples]
-    for split in ("train", "dev", "test"):
+    for split in ("train", "validation", "test"):
         split_records = read_split("clue_afqmc", AFQMC_SAMPLE, split)
         pairs += [encoder_texts("clue_afqmc", ex) for ex in split_records.examples]
     return pairs + EXTRA_PAIRS
@@ -197,7 +197,7 @@ def test_every_task_builds_each_split_from_its_official_file(data_dirs, cache_di
 
 def test_baseline_texts_reach_the_records(data_dirs, cache_dir) -> None:
     """Spot checks written by hand: WSC marking, CSL keywords, single sentences, ids."""
-    wsc = _records("clue_cluewsc11", data_dirs["clue_cluewsc11"], "dev", cache_dir)
+    wsc = _records("clue_cluewsc11", data_dirs["clue_cluewsc11"], "validation", cache_dir)
     assert [(r["id"], r["text_a"], r["text_b"], r["label"]) for r in wsc] == [
         ("7", "小王把书给了_小李_，因为[他]要出门。", "", "true"),
         ("9", "[他]说_小李_明天来。", "", "false"),
@@ -221,11 +221,11 @@ def test_baseline_texts_reach_the_records(data_dirs, cache_dir) -> None:
 def test_bundled_afqmc_sample(cache_dir) -> None:
     splits = TASKS["clue_afqmc"].split_files
     sizes = {s: clue_tfds.num_examples("clue_afqmc", AFQMC_SAMPLE, s, cache_dir) for s in splits}
-    assert sizes == {"train": 40, "dev": 16, "test": 16}
+    assert sizes == {"train": 40, "validation": 16, "test": 16}
     test = _records("clue_afqmc", AFQMC_SAMPLE, "test", cache_dir)
     assert [r["id"] for r in test] == [str(i) for i in range(16)]
     assert {r["label_index"] for r in test} == {-1}
-    dev = _records("clue_afqmc", AFQMC_SAMPLE, "dev", cache_dir)
+    dev = _records("clue_afqmc", AFQMC_SAMPLE, "validation", cache_dir)
     assert all(r["label_index"] == int(r["label"]) for r in dev)
     assert [r["line_number"] for r in dev] == list(range(1, 17))
 
@@ -253,7 +253,7 @@ def test_unlabelled_rows_are_skipped_and_counted(tmp_path: Path, capsys) -> None
 
 def test_line_separator_inside_iflytek_text(data_dirs, cache_dir) -> None:
     """U+2028 is text, not a line break: two records, the character kept in the sentence."""
-    dev = _records("clue_iflytek", data_dirs["clue_iflytek"], "dev", cache_dir)
+    dev = _records("clue_iflytek", data_dirs["clue_iflytek"], "validation", cache_dir)
     assert [r["text_a"] for r in dev] == [
         "一键叫车，司机几分钟就到",
         "记录每天的心情\u2028支持导出日记",
@@ -270,7 +270,7 @@ def test_malformed_dev_file_does_not_block_train(
     dev = write_lines(directory / "dev.json", [good[0], {"sentence1": "怎么还款", "label": "1"}])
     cache = str(tmp_path / "tfds")
     with pytest.raises(DataFormatError) as excinfo:
-        clue_tfds.prepare("clue_afqmc", str(directory), "dev", cache)
+        clue_tfds.prepare("clue_afqmc", str(directory), "validation", cache)
     assert excinfo.type is DataFormatError
     assert str(excinfo.value) == f"{dev}: line 2: field 'sentence2': missing"
     assert len(_records("clue_afqmc", directory, "train", cache)) == 2
@@ -280,7 +280,7 @@ def test_malformed_dev_file_does_not_block_train(
     try:
         assert len(_task_examples(names[0], "train")) == 2
         with pytest.raises(DataFormatError) as excinfo:  # nothing half-built was kept
-            _task_examples(names[0], "dev")
+            _task_examples(names[0], "validation")
         assert excinfo.type is DataFormatError
         assert f"{dev}: line 2: field 'sentence2'" in str(excinfo.value)
     finally:
@@ -296,18 +296,18 @@ def test_missing_file_names_it_and_the_official_zip(tmp_path: Path, cache_dir: s
     for part in ("'test'", "test1.0.json", str(directory), "tnews_public.zip", "cluebenchmark"):
         assert part in message
     with pytest.raises(MissingSplitError, match="nowhere is not a directory"):
-        clue_tfds.prepare("clue_afqmc", str(tmp_path / "nowhere"), "dev", cache_dir)
-    with pytest.raises(ValueError, match="clue_diagnostics has no 'dev' split; it has test"):
-        clue_tfds.prepare("clue_diagnostics", str(directory), "dev", cache_dir)
+        clue_tfds.prepare("clue_afqmc", str(tmp_path / "nowhere"), "validation", cache_dir)
+    with pytest.raises(ValueError, match="clue_diagnostics has no 'validation' split; it has test"):
+        clue_tfds.prepare("clue_diagnostics", str(directory), "validation", cache_dir)
 
 
 def test_cache_is_keyed_by_content_task_and_split(tmp_path: Path, monkeypatch) -> None:
     directory = _write_all_splits(tmp_path, "clue_tnews11")
     cache = str(tmp_path / "tfds")
-    first = clue_tfds.prepare("clue_tnews11", str(directory), "dev", cache)
+    first = clue_tfds.prepare("clue_tnews11", str(directory), "validation", cache)
     # The same file for TNEWS 1.0 and for another split: other copies.
     others = {
-        clue_tfds.prepare("clue_tnews10", str(directory), "dev", cache),
+        clue_tfds.prepare("clue_tnews10", str(directory), "validation", cache),
         clue_tfds.prepare("clue_tnews11", str(directory), "train", cache),
     }
     assert first not in others and len(others) == 2
@@ -317,12 +317,13 @@ def test_cache_is_keyed_by_content_task_and_split(tmp_path: Path, monkeypatch) -
 
     with monkeypatch.context() as patch:
         patch.setattr(clue_tfds.Clue, "download_and_prepare", rebuild)
-        assert clue_tfds.prepare("clue_tnews11", str(directory), "dev", cache) == first
+        assert clue_tfds.prepare("clue_tnews11", str(directory), "validation", cache) == first
     records = FIXTURES["clue_tnews11"]["labelled"][1]
     write_lines(directory / "dev.json", [dict(records[0], label="104"), records[1]])
-    second = clue_tfds.prepare("clue_tnews11", str(directory), "dev", cache)
+    second = clue_tfds.prepare("clue_tnews11", str(directory), "validation", cache)
     assert second != first
-    assert [r["label"] for r in _records("clue_tnews11", directory, "dev", cache)] == ["104", "116"]
+    labels = [r["label"] for r in _records("clue_tnews11", directory, "validation", cache)]
+    assert labels == ["104", "116"]
 
 
 def test_content_keyed_dir_is_the_cmrc2019_key(tmp_path: Path) -> None:
@@ -348,11 +349,11 @@ def test_prepare_once_accepts_a_copy_another_process_finished(tmp_path: Path) ->
             return len(checks) > 1  # the other process finished while this one built
 
         def download_and_prepare(self, download_config) -> None:
-            assert self.kwargs == {"split": "dev"}
+            assert self.kwargs == {"split": "validation"}
             assert download_config.manual_dir == "DATA"
             raise FileExistsError("renamed into place by another process")
 
-    clue_tfds.prepare_once(RacingBuilder, str(tmp_path), "DATA", split="dev")
+    clue_tfds.prepare_once(RacingBuilder, str(tmp_path), "DATA", split="validation")
     assert checks == [{}, {}]  # checked before building and after the race
 
     class BrokenBuilder(RacingBuilder):
@@ -360,7 +361,7 @@ def test_prepare_once_accepts_a_copy_another_process_finished(tmp_path: Path) ->
             return False  # not whole after all: the error stands
 
     with pytest.raises(FileExistsError):
-        clue_tfds.prepare_once(BrokenBuilder, str(tmp_path), "DATA", split="dev")
+        clue_tfds.prepare_once(BrokenBuilder, str(tmp_path), "DATA", split="validation")
 
 
 # --- The SeqIO tasks: inputs ------------------------------------------------------------
@@ -525,7 +526,7 @@ def test_hand_written_example(tasks, vocab) -> None:
         "id": b"7",
         "line_number": 3,
     }
-    actual = seqio_test_utils.test_preprocessing_single("clue_afqmc_cluetest", {"dev": raw})
+    actual = seqio_test_utils.test_preprocessing_single("clue_afqmc_cluetest", {"validation": raw})
     expected = {k: np.asarray(v) if isinstance(v, list) else v for k, v in expected.items()}
     seqio_test_utils.assert_dict_values_equal(actual, expected)
 
@@ -546,7 +547,7 @@ def test_task_datasets_keep_file_order_ids_and_labels(tasks, vocab) -> None:
         (b"2415", 1, -1),
         (b"2416", 2, -1),
     ]
-    dev = _task_examples("clue_tnews11_cluetest", "dev")
+    dev = _task_examples("clue_tnews11_cluetest", "validation")
     task = seqio.get_mixture_or_task("clue_tnews11_cluetest")
     labels = [task.postprocess_fn(None, example=ex, is_target=True) for ex in dev]
     assert labels == [r["label"] for r in FIXTURES["clue_tnews11"]["labelled"][1]]
@@ -625,7 +626,7 @@ def test_only_tasks_with_a_data_dir_are_registered(
         assert "clue_afqmc_partial" not in seqio.TaskRegistry.names()
         assert [t.name for t in seqio.get_mixture_or_task("clue").tasks] == names
         with pytest.raises(MissingSplitError, match="not_unpacked_yet is not a directory"):
-            _task_examples(names[0], "dev")
+            _task_examples(names[0], "validation")
         # Registering again without the row removes its task.
         names = clue_tasks.register_clue("partial", vocab_file, {"clue_csl": missing})
         assert "clue_iflytek_partial" not in seqio.TaskRegistry.names()

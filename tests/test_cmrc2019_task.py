@@ -16,9 +16,9 @@ import tensorflow_datasets as tfds
 from seqio import test_utils as seqio_test_utils
 
 import cmrcx.data
-from cmrcx.cmrc2019 import evaluation
-from cmrcx.cmrc2019 import windows as cmrc2019_windows
-from cmrcx.cmrc2019.official_format import DataFormatError
+from cmrcx.benchmarks.cmrc2019 import evaluation
+from cmrcx.benchmarks.cmrc2019 import windows as cmrc2019_windows
+from cmrcx.benchmarks.cmrc2019.official_format import DataFormatError
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 from cmrcx.vocabularies import WordPieceVocabulary

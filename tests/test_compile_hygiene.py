@@ -13,8 +13,9 @@ import gin
 import jax
 import pytest
 
-from cmrcx import input_pipeline, launch
-from cmrcx.runner import Cmrc2019Runner
+from cmrcx import launch
+from cmrcx.training import input_pipeline
+from cmrcx.training.runner import Cmrc2019Runner
 
 COMPILING = re.compile(r"Compiling (jit\([^)]*\)) with global shapes and types (.*?)\. Argument")
 

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from cmrcx.cmrc2019.decoding import (
+from cmrcx.benchmarks.cmrc2019.decoding import (
     DECODERS,
     blank_probs,
     decode,

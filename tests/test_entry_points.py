@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from cmrcx.cmrc2019.official_format import read_passages
+from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 from cmrcx.launch import package_path
 
 SAMPLE_DEV = package_path("data/cmrc2019_sample/cmrc2019_dev.json")
@@ -142,8 +142,8 @@ def test_export_hf_loads_in_transformers_with_the_same_hidden_states(tiny_run, t
     transformers = pytest.importorskip("transformers")
     import numpy as np
 
-    from cmrcx import checkpoints
     from cmrcx.models.bert import BertEncoder
+    from cmrcx.training import checkpoints
 
     model_dir, _ = tiny_run
     gins = ["--gin_file=cmrc2019_tiny.gin", f"--gin.MODEL_DIR='{model_dir}'"]

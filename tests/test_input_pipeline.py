@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import seqio
 
-from cmrcx import input_pipeline, partitioning
 from cmrcx.launch import package_path
-from cmrcx.runner import SCORE_KEYS, TRAIN_KEYS
 from cmrcx.tasks import cmrc2019
+from cmrcx.training import input_pipeline, partitioning
+from cmrcx.training.runner import SCORE_KEYS, TRAIN_KEYS
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from cmrcx.cmrc2019.metrics import cloze_scores, qac_pac
-from cmrcx.cmrc2019.official_format import ClozePassage
+from cmrcx.benchmarks.cmrc2019.metrics import cloze_scores, qac_pac
+from cmrcx.benchmarks.cmrc2019.official_format import ClozePassage
 
 
 def _passage(

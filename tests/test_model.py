@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flax.linen import meta
 
-from cmrcx.cloze_model import ClozeModel
+from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.models.bert import BertConfig
 
 TINY = BertConfig(

@@ -19,9 +19,9 @@ import jax
 import numpy as np
 import pytest
 
-from cmrcx import checkpoints
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.launch import package_path
+from cmrcx.training import checkpoints
 
 SIMULATED_DEVICES = "--xla_force_host_platform_device_count=2"
 PREDICTIONS = os.path.join("predictions", "cmrc2019_tiny_validation.json")

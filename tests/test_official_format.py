@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cmrcx.cmrc2019.official_format import (
+from cmrcx.benchmarks.cmrc2019.official_format import (
     BLANK_PATTERN,
     ClozePassage,
     DataFormatError,

@@ -10,7 +10,7 @@ import pytest
 
 from cmrcx import launch
 from cmrcx.launch import package_path
-from cmrcx.runner import Cmrc2019Runner
+from cmrcx.training.runner import Cmrc2019Runner
 
 # experiment -> (vocab_size, hidden_size, num_layers, lower_case)
 BASELINES = {

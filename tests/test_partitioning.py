@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec
 
-from cmrcx import partitioning
+from cmrcx.training import partitioning
 
 
 def test_make_mesh_fills_minus_one_and_rejects_bad_shapes():

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from cmrcx.cmrc2019.official_format import read_passages
+from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "cmrc2019"
 TRIAL = SHARED / "cmrc2019_trial.json"

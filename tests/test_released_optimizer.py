@@ -1,4 +1,4 @@
-"""cmrcx.released_optimizer against a torch port of the released script's optimizer.
+"""cmrcx.training.released_optimizer against a torch port of the released script's optimizer.
 
 The port below is `BertAdam.step` of pytorch_pretrained_bert 0.4.0
 (`pytorch_pretrained_bert/optimization.py`) line by line (only the deprecated
@@ -14,7 +14,7 @@ import optax
 import torch
 from torch.nn.utils import clip_grad_norm_
 
-from cmrcx.released_optimizer import (
+from cmrcx.training.released_optimizer import (
     released_bert_adam,
     script_learning_rate,
     script_schedule_steps,

@@ -7,7 +7,7 @@ import pytest
 
 from cmrcx.launch import RunConfig, package_path
 from cmrcx.models.bert import BertConfig
-from cmrcx.runner import Cmrc2019Runner
+from cmrcx.training.runner import Cmrc2019Runner
 
 TINY = BertConfig(
     vocab_size=4096,

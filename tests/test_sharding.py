@@ -19,10 +19,10 @@ CHILD = textwrap.dedent(
     import flax.linen as nn
     import numpy as np
     from flax.traverse_util import flatten_dict
-    from cmrcx import partitioning
-    from cmrcx.cloze_model import ClozeModel
+    from cmrcx.training import partitioning
+    from cmrcx.model_api.cloze import ClozeModel
     from cmrcx.models.bert import BertConfig
-    from cmrcx.trainer import Trainer, adamw_with_warmup
+    from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
     config = BertConfig(vocab_size=512, hidden_size=64, num_layers=2, num_heads=4,
                         intermediate_size=128, max_position_embeddings=64)

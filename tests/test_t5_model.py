@@ -23,13 +23,13 @@ import optax
 import pytest
 from flax.traverse_util import flatten_dict
 
-from cmrcx import partitioning
 from cmrcx.models.t5 import (
     T5Config,
     T5ForConditionalGeneration,
     relative_position_bucket,
     shift_right,
 )
+from cmrcx.training import partitioning
 
 # These tests check semantics, not codegen: XLA's optimisation level 0 compiles the
 # tiny models in half the time (parity with PyTorch runs at the default level).
@@ -235,9 +235,9 @@ CHILD = textwrap.dedent(
     import jax
     import numpy as np
     import optax
-    from cmrcx import partitioning
+    from cmrcx.training import partitioning
     from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration
-    from cmrcx.trainer import Trainer, adamw_with_warmup
+    from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
     class Seq2SeqLM:
         # The Model API shape Trainer needs: init, loss_fn (sums), score_batch.

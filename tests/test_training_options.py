@@ -12,11 +12,12 @@ from flax.linen import meta
 from jax.extend import core as jax_core
 from jax.sharding import PartitionSpec
 
-from cmrcx import launch, partitioning
-from cmrcx.cloze_model import ClozeModel
+from cmrcx import launch
+from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.models.bert import BertConfig, BertEncoder
-from cmrcx.runner import Cmrc2019Runner
-from cmrcx.trainer import Trainer, adamw_with_warmup
+from cmrcx.training import partitioning
+from cmrcx.training.runner import Cmrc2019Runner
+from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
 SMALL = BertConfig(
     vocab_size=300,

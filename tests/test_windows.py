@@ -1,11 +1,11 @@
-"""Tests for the stride windows and the max-context rule (`cmrcx.cmrc2019.windows`)."""
+"""Tests for the stride windows and the max-context rule (`cmrcx.benchmarks.cmrc2019.windows`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cmrcx.cmrc2019.windows import (
+from cmrcx.benchmarks.cmrc2019.windows import (
     WINDOW_FEATURES,
     Span,
     WindowIds,

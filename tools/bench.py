@@ -159,10 +159,10 @@ def cmrcx_trainer(g: Geometry, dtype="float32", remat_policy="none", batch=None)
     """A cmrcx Trainer for the cloze model of geometry `g` on one device."""
     import jax
 
-    from cmrcx import partitioning
-    from cmrcx.cloze_model import ClozeModel
+    from cmrcx.model_api.cloze import ClozeModel
     from cmrcx.models.bert import BertConfig
-    from cmrcx.trainer import Trainer, adamw_with_warmup
+    from cmrcx.training import partitioning
+    from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
     config = BertConfig(
         vocab_size=g.vocab,

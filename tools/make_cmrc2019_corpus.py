@@ -1,7 +1,7 @@
 """Write a synthetic CMRC 2019 file in the official format, for input-pipeline benchmarks.
 
 The output (``OUT/cmrc2019_train.json`` by default) has the official schema, which
-`cmrcx.cmrc2019.official_format.read_passages` validates::
+`cmrcx.benchmarks.cmrc2019.official_format.read_passages` validates::
 
     {"data": [{"context_id": "TRAIN_0",
                "context": "...，[BLANK1]。...[BLANK2]，...",

@@ -96,8 +96,11 @@ class ClueConfig(tfds.core.BuilderConfig):
 class Clue(tfds.core.GeneratorBasedBuilder):
     """CLUE classification tasks: sentence (pair) classification records."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "Official files read unchanged; file order kept."}
+    VERSION = tfds.core.Version("1.1.0")
+    RELEASE_NOTES = {
+        "1.0.0": "Official files read unchanged; file order kept.",
+        "1.1.0": "dev.json is the 'validation' split (SeqIO's and TFDS's name).",
+    }
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_INSTRUCTIONS
     BUILDER_CONFIGS = [
         ClueConfig(name=config_name(task), description=task_instructions(task).strip(), task=task)

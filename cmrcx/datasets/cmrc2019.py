@@ -2,7 +2,7 @@
 
 The files are not downloaded (no network is assumed, and the train split is not
 on a stable URL): put them in one directory and pass it as the manual dir.
-Every record is validated by `cmrcx.cmrc2019.official_format.read_passages`, so a
+Every record is validated by `cmrcx.benchmarks.cmrc2019.official_format.read_passages`, so a
 malformed file fails the build with an error naming the file, record and field.
 
 Each split is prepared on its own, when it is first read (`prepare`, `load_split`):
@@ -19,8 +19,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 from cmrcx.benchmarks.records import MissingSplitError
-from cmrcx.cmrc2019.official_format import read_passages
 from cmrcx.datasets.prepared_splits import content_keyed_dir, prepare_once
 
 # split name -> official file name. `test` is the qualifying set, without answers.

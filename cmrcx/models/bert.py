@@ -4,7 +4,7 @@ Module and parameter names follow the original BERT / HuggingFace layout
 (embeddings, attention query/key/value/output, intermediate, output, pooler)
 so checkpoint converters are a renaming table. The layers are one scanned
 module, `layers`, whose parameters carry a leading [num_layers] axis. No gin, data,
-optimizer or mesh here: sharding is the rules table in `cmrcx.partitioning`.
+optimizer or mesh here: sharding is the rules table in `cmrcx.training.partitioning`.
 """
 
 from __future__ import annotations

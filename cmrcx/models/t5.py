@@ -13,7 +13,7 @@ a separate matrix without that scaling (v1.1 / mT5).
 
 Each stack's layers are one scanned module, `layers`, whose parameters carry a
 leading [num_layers] axis. No gin, data, optimizer or mesh here: sharding is the
-rules table in `cmrcx.partitioning`. Incremental decoding
+rules table in `cmrcx.training.partitioning`. Incremental decoding
 (`init_cache`, `decode_step`; loops in `cmrcx.models.decoding`) runs the same
 scanned parameters over a key/value cache with a leading [num_layers] axis.
 """

@@ -268,7 +268,7 @@ def read_examples(
 
 
 def read_split(task: ClueTask | str, data_dir: str | os.PathLike[str], split: str) -> ClueSplit:
-    """Reads ``split`` ("train", "dev" or "test") of ``task`` from its official folder.
+    """Reads ``split`` ("train", "validation" or "test") of ``task`` from its official folder.
 
     ``data_dir`` is the unpacked ``<dataset>_public`` folder; the file name comes from
     the table (e.g. OCNLI's train split is ``train.50k.json``, TNEWS 1.0's test split

@@ -51,7 +51,7 @@ WSC_LABELS = ("true", "false")
 # How the encoder input is built from a record (see `cmrcx.benchmarks.clue.inputs`).
 SINGLE, PAIR, CSL_KEYWORDS, WSC_MARKED = "single", "pair", "csl_keywords", "wsc_marked"
 
-_STANDARD_SPLITS = {"train": "train.json", "dev": "dev.json", "test": "test.json"}
+_STANDARD_SPLITS = {"train": "train.json", "validation": "dev.json", "test": "test.json"}
 
 
 @dataclasses.dataclass(frozen=True)

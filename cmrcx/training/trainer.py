@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from cmrcx import partitioning
+from cmrcx.training import partitioning
 
 
 @flax.struct.dataclass
@@ -54,7 +54,7 @@ def adamw_with_warmup(
     each tensor's norm at 1.0 on its own, has no bias correction, applies the
     warm-up/decay factor twice (rate lr * w^2) over a length counted in blanks
     while stepping over windows (so the rate hits 0 ~62% in and rises again), and
-    never updates the pooler. That optimizer is `cmrcx.released_optimizer`.
+    never updates the pooler. That optimizer is `cmrcx.training.released_optimizer`.
     """
     warmup_steps = max(1, int(num_train_steps * warmup_fraction))
     schedule = optax.join_schedules(

@@ -4,7 +4,7 @@ Source: `baseline/run_cmrc2019_baseline.py` (`main()`) in github.com/ymcui/cmrc2
 with the `BertAdam` of the `pytorch_pretrained_bert` it bundles: release 0.4.0
 (the bundled `modeling.py` is PyPI 0.4.0's, two `from __future__` lines commented
 out; `BertAdam` is `pytorch_pretrained_bert/optimization.py` of that release).
-The paper setting is `cmrcx.trainer.adamw_with_warmup`; this is what produced the
+The paper setting is `cmrcx.training.trainer.adamw_with_warmup`; this is what produced the
 published baseline numbers.
 
 With k = 0, 1, ... optimizer steps taken, T = `schedule_steps`, p = warm-up:
@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from cmrcx.trainer import is_decayed, path_names
+from cmrcx.training.trainer import is_decayed, path_names
 
 CLIP_EPSILON = 1e-6  # torch.nn.utils.clip_grad_norm_: max_norm / (total_norm + 1e-6)
 

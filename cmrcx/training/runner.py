@@ -17,16 +17,16 @@ import seqio
 import tensorflow as tf
 from tqdm import tqdm
 
-from cmrcx import checkpoints, input_pipeline, partitioning, released_optimizer
-from cmrcx.cloze_model import ClozeModel
-from cmrcx.cmrc2019 import evaluation
-from cmrcx.cmrc2019.official_format import read_passages, write_predictions
-from cmrcx.cmrc2019.windows import TOKEN_FEATURES
+from cmrcx.benchmarks.cmrc2019 import evaluation
+from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
+from cmrcx.benchmarks.cmrc2019.windows import TOKEN_FEATURES
 from cmrcx.datasets.cmrc2019 import require_split
 from cmrcx.launch import ConfigError, RunConfig
-from cmrcx.metric_writer import MetricWriter
+from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
-from cmrcx.trainer import Trainer, adamw_with_warmup
+from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer
+from cmrcx.training.metric_writer import MetricWriter
+from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
 # What the device sees of a window: SCORE_KEYS when scoring, plus the target to train.
 SCORE_KEYS = (*TOKEN_FEATURES, "blank_positions", "blank_in_window", "example_mask")
@@ -95,7 +95,7 @@ class Cmrc2019Runner:
         adamw: epochs over training *windows* (what a step consumes), rounded up; the
         schedule spans exactly those steps. released_script: the script's counts,
         int(epochs) epochs of whole batches of windows, and a schedule length counted
-        in *blanks* (cmrcx.released_optimizer).
+        in *blanks* (cmrcx.training.released_optimizer).
         """
         run = self.run
         if not for_training:  # the optimizer's state structure only, to restore checkpoints

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cmrcx.cmrc2019.official_format import ClozePassage
+from cmrcx.benchmarks.cmrc2019.official_format import ClozePassage
 
 
 def _compare_list(answers: Sequence[Any], prediction: Sequence[Any]) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from cmrcx.cmrc2019 import decoding
+from cmrcx.benchmarks.cmrc2019 import decoding
 
 DECODING_MODES = ("paper", "baseline", "assignment")
 

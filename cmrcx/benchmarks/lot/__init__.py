@@ -1,0 +1,1 @@
+"""LOT: story understanding and generation, and LongLM pretraining (official semantics)."""

@@ -1,0 +1,1 @@
+"""Trainer, generic runner, partitioning, checkpoints and the input pipeline."""
