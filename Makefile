@@ -21,7 +21,11 @@ demo: $(STAMP)
 	$(BIN)/python -m cmrcx.train --gin_file=cmrc2019_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)'"
 	$(BIN)/python -m cmrcx.score cmrc2019 cmrcx/data/cmrc2019_sample/cmrc2019_dev.json \
 		$(DEMO_DIR)/predictions/cmrc2019_tiny_validation.json
+	$(BIN)/python -m cmrcx.train --gin_file=clue_afqmc_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/clue_afqmc'"
+	$(BIN)/python -m cmrcx.score clue_afqmc cmrcx/data/clue_sample/afqmc_public/dev.json \
+		$(DEMO_DIR)/clue_afqmc/predictions/clue_afqmc_tiny_validation.json
 	@echo "checkpoints: $(DEMO_DIR)/checkpoints  predictions: $(DEMO_DIR)/predictions"
+	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc"
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q

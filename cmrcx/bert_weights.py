@@ -34,6 +34,9 @@ DROPPED_TF = re.compile(r"(^cls/|^global_step$|/adam_[mv]$|^bad_steps$|^good_ste
 # read the pooled output then train it from this fresh start (the cloze head does not).
 POOLER_HF = ("pooler.dense.bias", "pooler.dense.weight")
 POOLER_SEED = 0  # jax.random.key of the fresh pooler kernel: conversions are reproducible
+# The encoder's name inside transformers' task models (BertForPreTraining, BertForMaskedLM,
+# ErnieForMaskedLM, ...): its tensors are `<prefix>embeddings...`, a bare model's `embeddings...`.
+ENCODER_PREFIXES = ("bert.", "ernie.")
 
 
 class WeightError(ValueError):
@@ -164,10 +167,11 @@ def hf_tensors_from_tf(tf_tensors: Mapping[str, np.ndarray]) -> tuple[dict, list
 
 
 def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[str]]:
-    """Strips the `bert.` prefix of task models, maps legacy gamma/beta; drops heads."""
+    """Strips the `bert.`/`ernie.` prefix of task models, maps legacy gamma/beta; drops heads."""
     out, dropped = {}, []
     for name, value in tensors.items():
-        name = name.removeprefix("bert.")
+        for prefix in ENCODER_PREFIXES:
+            name = name.removeprefix(prefix)
         name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
         name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
         if DROPPED_HF.search(name):

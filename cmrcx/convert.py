@@ -3,7 +3,11 @@
 BERT family. DIR is a HuggingFace directory (config.json, model.safetensors or
 pytorch_model.bin, vocab.txt) or a Google TF release (bert_config.json,
 bert_model.ckpt.*, vocab.txt): BERT, BERT-wwm(-ext), RoBERTa-wwm-ext(-large)
-(BERT architecture) and BERT-multilingual. OUT gets params/ (the encoder),
+(BERT architecture), BERT-multilingual, ERNIE 1.0 (nghuyong/ernie-1.0-base-zh:
+model_type "ernie", ReLU) and CLUE's RoBERTa-large (clue/roberta_chinese_large:
+model_type "roberta" but BERT architecture; or brightmart's TF release with
+bert_config_large.json). The paper's Table 2 BERT-shaped models are all of these
+(tests/test_table2_models.py). OUT gets params/ (the encoder),
 model_config.json and vocab.txt; fine-tune from it with --gin.PRETRAINED="'OUT'"
 (task heads start fresh). Tensors that do not fit are an error listing them; the
 one exception is a release without a pooler (saved from BertForMaskedLM), whose
@@ -85,11 +89,15 @@ def _convert_bert(source: str, out: str) -> None:
     if not os.path.isfile(vocab):
         raise PretrainedFormatError(f"{source}: no vocab.txt")
     extra = {"converted_from": os.path.abspath(source), "source_format": release.source}
+    if release.model_type:
+        extra["source_model_type"] = release.model_type
     if release.fresh:
         extra["initialised_fresh"] = release.fresh
     checkpoints.export_params(out, {"bert": release.params}, release.config, extra=extra)
     shutil.copyfile(vocab, os.path.join(out, "vocab.txt"))
     print(f"read {release.source} from {source}: {describe(release.config)}")
+    if release.model_type == "roberta":
+        print("config.json model_type 'roberta' with bert.* tensors: converted as BERT")
     dropped, fresh = release.dropped, release.fresh
     if dropped:
         shown = ", ".join(dropped[:6]) + (" ..." if len(dropped) > 6 else "")
@@ -174,18 +182,24 @@ def _verify_bert(source: str, export_dir: str) -> list[tuple[str, np.ndarray, np
 
 
 def _torch_bert(source: str):
-    """transformers' BertModel from a HuggingFace directory or a Google TF release.
+    """transformers' BertModel (ErnieModel) from a HuggingFace directory or a Google TF release.
 
-    transformers 5 reads no TF checkpoints: the TF tensors are loaded into a
-    BertModel built from bert_config.json under the names `bert_weights` maps
-    them to (so --verify then checks the model, not the TF name mapping).
+    model_type "roberta" is read by BertModel too: `convert` takes only BERT-architecture
+    checkpoints of that type (see `pretrained._check_roberta`). transformers 5 reads no
+    TF checkpoints: the TF tensors are loaded into a BertModel built from the TF config
+    under the names `bert_weights` maps them to (so --verify then checks the model,
+    not the TF name mapping).
     """
     torch, transformers = _import_reference()
     if os.path.isfile(os.path.join(source, "config.json")):
-        return transformers.BertModel.from_pretrained(source, dtype=torch.float32).eval()
+        if pretrained.hf_model_type(source) == "ernie":
+            model_class = transformers.ErnieModel
+        else:
+            model_class = transformers.BertModel
+        return model_class.from_pretrained(source, dtype=torch.float32).eval()
     from cmrcx import bert_weights
 
-    config = transformers.BertConfig.from_json_file(os.path.join(source, "bert_config.json"))
+    config = transformers.BertConfig.from_json_file(pretrained.tf_config_path(source))
     model = transformers.BertModel(config).eval()
     tensors, _ = bert_weights.hf_tensors_from_tf(pretrained._read_tf_checkpoint(source))
     state = {name: torch.tensor(np.asarray(value)) for name, value in tensors.items()}

@@ -1,12 +1,21 @@
-"""`python -m cmrcx.eval --gin_file=NAME.gin --gin.MODEL_DIR=... [--split test] [--step N]`
+"""Evaluate a run, or every run of a mixture.
 
-Evaluates a training checkpoint of MODEL_DIR (the latest, or --step) on a split:
-prints QAC/PAC for every decoding mode (none for `test`, which has no answers)
-and writes MODEL_DIR/predictions/<task>_<split>.json in the official format.
+One run: `python -m cmrcx.eval --gin_file=NAME.gin --gin.MODEL_DIR=... [--split test] [--step N]`
+evaluates a training checkpoint of MODEL_DIR (the latest, or --step) on a split:
+prints the task's metrics (none for `test`, which has no answers) and writes
+MODEL_DIR/predictions/<task>_<split>.json in the official format; for a CLUE
+task's `test` split also MODEL_DIR/submission/<official file name>.
+
+A mixture: `python -m cmrcx.eval --mixture=clue --runs_root=DIR [--split validation|test]
+[--diagnostics_dir DIR]` evaluates every task that has a run under DIR/<task>/ (as
+`cmrcx.train` leaves it), prints the paper's table and writes DIR/clue_<split>_results.json;
+`--split test` also writes every official submission file and DIR/clue_submission.zip.
+The diagnostics set is predicted by the CMNLI run when --diagnostics_dir is given.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from cmrcx import launch
@@ -17,17 +26,37 @@ FLAGS = (
 )
 
 
-def main(argv) -> None:
-    args, run = launch.start(argv, __doc__, FLAGS)
-    from cmrcx.benchmarks.cmrc2019 import evaluation
-    from cmrcx.training.runner import Cmrc2019Runner
+def main_mixture(argv) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mixture", required=True, help="clue or clue_classification")
+    parser.add_argument("--runs_root", required=True, help="holds one run per task: DIR/<task>/")
+    parser.add_argument("--split", default="validation", choices=["validation", "test"])
+    parser.add_argument("--diagnostics_dir", default=None, help="the unpacked diagnostics folder")
+    args = parser.parse_args(argv)
+    launch.prepare_process()
+    from cmrcx.training.mixture_eval import evaluate_mixture
 
-    runner = Cmrc2019Runner(run, for_training=False)
+    evaluate_mixture(
+        args.mixture,
+        launch.resolve_path(args.runs_root),
+        args.split,
+        launch.resolve_path(args.diagnostics_dir),
+    )
+
+
+def main(argv) -> None:
+    if any(arg.startswith("--mixture") for arg in argv):
+        main_mixture(argv)
+        return
+    args, run = launch.start(argv, __doc__, FLAGS)
+    from cmrcx.training.runner import Runner
+
+    runner = Runner(run, for_training=False)
     step, state = runner.restore(args.step)
     split = args.split or run.eval_split
     results = runner.evaluate(state, step, split)
     if results:
-        print(evaluation.results_table(results, split))
+        print(runner.results_table(results, split))
     print(json.dumps({"step": step, "split": split, **results}))
 
 

@@ -27,15 +27,17 @@ def main(argv) -> None:
     import jax
 
     from cmrcx.training import checkpoints
-    from cmrcx.training.runner import Cmrc2019Runner
+    from cmrcx.training.runner import Runner
 
-    runner = Cmrc2019Runner(run, for_training=False)
+    runner = Runner(run, for_training=False)
     step, state = runner.restore(args.step)
     out = launch.resolve_path(args.out)
     if args.format == "hf":
         from cmrcx.pretrained import write_hf_dir
 
-        write_hf_dir(out, jax.device_get(state.params["bert"]), run.model, run.vocab_file)
+        write_hf_dir(
+            out, jax.device_get(state.params[runner.model.encoder_name]), run.model, run.vocab_file
+        )
     else:
         extra = {"step": step, "task": runner.train_task}
         checkpoints.export_params(out, state.params, run.model, extra=extra)

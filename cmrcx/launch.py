@@ -18,11 +18,22 @@ from collections.abc import Sequence
 
 import gin
 
+from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.models.bert import BertConfig
+from cmrcx.models.t5 import T5Config
 from cmrcx.training.partitioning import RULE_SETS
 
 PACKAGE_PREFIX = "cmrcx:"
 OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
+
+
+# The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
+RUN_TASKS = ("cmrc2019", *CLUE_TASKS)
+_DATA_HINTS = {
+    "cmrc2019": "cmrc2019_train.json / cmrc2019_dev.json (https://github.com/ymcui/cmrc2019)",
+    "clue": "of the task, the unpacked official folder, e.g. afqmc_public/ holding train.json, "
+    "dev.json, test.json (https://github.com/CLUEbenchmark/CLUE)",
+}
 
 
 class ConfigError(ValueError):
@@ -116,19 +127,20 @@ def _drop_gin_path_misses(record: logging.LogRecord) -> bool:
 @gin.configurable
 @dataclasses.dataclass
 class RunConfig:
-    """One CMRC 2019 fine-tuning run. Paper values are set in gin_configs/."""
+    """One fine-tuning run of any task. Paper values are set in gin_configs/."""
 
+    task: str = "cmrc2019"  # cmrc2019 | clue_afqmc | clue_tnews11 | ... (run_tasks.RUN_TASKS)
     model_dir: str | None = None  # checkpoints, predictions, metrics.jsonl, events
-    data_dir: str | None = None  # the official cmrc2019_*.json files
-    vocabulary_name: str = "bert_chinese"  # names the SeqIO task: cmrc2019_<name>
+    data_dir: str | None = None  # the task's official files (cmrc2019_*.json; afqmc_public/)
+    vocabulary_name: str = "bert_chinese"  # names the SeqIO task: <task>_<name>
     vocab_file: str | None = None  # vocab.txt; None: PRETRAINED/vocab.txt
     lower_case: bool = True  # lower-case + strip accents (False for cased vocabularies)
     pretrained: str | None = None  # cmrcx export dir with encoder weights; None: random
     require_pretrained: bool = False  # paper configs: refuse to start from random weights
     model: BertConfig = dataclasses.field(default_factory=BertConfig)
-    max_length: int = 512  # tokens per window (paper: 512)
-    doc_stride: int = 128  # window stride (authors' baseline default)
-    max_candidate_tokens: int = 64  # candidate sentences are capped at this
+    max_length: int = 512  # tokens per example / window (CMRC 2019 paper: 512)
+    doc_stride: int = 128  # CMRC 2019 window stride (authors' baseline default)
+    max_candidate_tokens: int = 64  # CMRC 2019 candidate sentences are capped at this
     train_split: str = "train"
     eval_split: str = "validation"
     batch_size: int = 24  # windows per optimizer step, global (paper: 24)
@@ -140,6 +152,7 @@ class RunConfig:
     warmup_fraction: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
+    adam_epsilon: float = 1e-6  # BERT's AdamW (CMRC 2019); CLUE's PyTorch classifier: 1e-8
     # "adamw": the paper setting (AdamW, warm-up then linear decay over the run's steps,
     # global-norm clipping). "released_script": the authors' script exactly (its BertAdam:
     # schedule counted in blanks and applied twice, per-tensor clipping, no bias
@@ -153,7 +166,7 @@ class RunConfig:
     save_every: int = 500  # steps between checkpoints (the last step is always saved)
     keep_checkpoints: int = 3
     eval_every: int | None = None  # steps between evaluations; None: at the end only
-    decoding: str = "paper"  # mode written to predictions/: paper | baseline | assignment
+    decoding: str = "paper"  # CMRC 2019 mode written to predictions/: paper | baseline | assignment
     tfds_cache_dir: str | None = None  # prepared TFDS data; None: ~/.cache/cmrcx/tfds
 
     def checked(self) -> RunConfig:
@@ -174,10 +187,12 @@ class RunConfig:
                 "holding params/, model_config.json and vocab.txt. Converting HuggingFace or "
                 "Google TF checkpoints into that form is `python -m cmrcx.convert` (issue 3)."
             )
+        if run.task not in RUN_TASKS:
+            raise ConfigError(f"RunConfig.task {run.task!r}: use one of {', '.join(RUN_TASKS)}")
         if run.data_dir is None:
             raise ConfigError(
                 "DATA_DIR is not set: add --gin.DATA_DIR=\"'DIR'\" with the official files "
-                "cmrc2019_train.json / cmrc2019_dev.json (https://github.com/ymcui/cmrc2019)"
+                + _DATA_HINTS.get(run.task.split("_")[0], "")
             )
         if run.partitioning not in RULE_SETS:
             raise ConfigError(
@@ -193,7 +208,7 @@ class RunConfig:
                 f"grad_accum_steps {run.grad_accum_steps} equal micro-batches"
             )
         if run.train_split == "test":
-            raise ConfigError("train_split 'test' (cmrc2019_qualify.json) has no answers")
+            raise ConfigError(f"train_split 'test' of {run.task} has no answers")
         if run.vocab_file is None:
             if run.pretrained is None:
                 raise ConfigError("VOCAB_FILE is not set and there is no PRETRAINED/vocab.txt")
@@ -201,6 +216,86 @@ class RunConfig:
         if not os.path.isfile(run.vocab_file):
             raise ConfigError(f"vocabulary file not found: {run.vocab_file}")
         return run
+
+
+RUN_CONFIG_FILE = "run_config.json"  # MODEL_DIR/run_config.json: the run that made it
+# What a MODEL_DIR's checkpoints are: resuming with another value is an error. Compute
+# options (dtype, remat_policy) and dropout may change between sessions.
+_IDENTITY_FIELDS = ("task", "vocabulary_name", "max_length")
+_FREE_MODEL_FIELDS = (
+    "dtype",
+    "remat_policy",
+    "hidden_dropout",
+    "attention_dropout",
+    "dropout_rate",
+)
+
+
+def _model_families():
+    return {"bert": BertConfig, "t5": T5Config}
+
+
+def run_config_json(run: RunConfig) -> dict:
+    """The RunConfig as JSON data (the model as {"family": ..., fields})."""
+    family = {cls: name for name, cls in _model_families().items()}[type(run.model)]
+    data = dataclasses.asdict(run)
+    data["model"] = {"family": family, **dataclasses.asdict(run.model)}
+    data["mesh_shape"] = list(run.mesh_shape)
+    data["logical_rules"] = (
+        None if run.logical_rules is None else [list(r) for r in run.logical_rules]
+    )
+    return data
+
+
+def read_run_config(model_dir: str) -> RunConfig | None:
+    """The RunConfig saved in MODEL_DIR by the run that trained it; None if there is none."""
+    path = os.path.join(model_dir, RUN_CONFIG_FILE)
+    if not os.path.isfile(path):
+        return None
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        model = dict(data.pop("model"))
+        model = _model_families()[model.pop("family")](**model)
+        rules = data.get("logical_rules")
+        data["logical_rules"] = None if rules is None else tuple(tuple(r) for r in rules)
+        data["mesh_shape"] = tuple(data["mesh_shape"])
+        return RunConfig(model=model, **data)
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigError(f"{path} is unreadable ({error}); remove it to start afresh") from error
+
+
+def check_same_run(saved: RunConfig, run: RunConfig, model_dir: str) -> None:
+    """ConfigError naming the field if `run` cannot continue the checkpoints of `saved`."""
+    differences = [
+        (f"RunConfig.{name}", getattr(saved, name), getattr(run, name))
+        for name in _IDENTITY_FIELDS
+        if getattr(saved, name) != getattr(run, name)
+    ]
+    row = CLUE_TASKS.get(run.task)
+    if row is not None and row.predicted_by == saved.task:  # diagnostics by the CMNLI model
+        differences = [d for d in differences if d[0] != "RunConfig.task"]
+    if type(saved.model) is not type(run.model):
+        differences.append(
+            ("RunConfig.model", type(saved.model).__name__, type(run.model).__name__)
+        )
+    else:
+        differences += [
+            (f"RunConfig.model.{f.name}", getattr(saved.model, f.name), getattr(run.model, f.name))
+            for f in dataclasses.fields(run.model)
+            if f.name not in _FREE_MODEL_FIELDS
+            and getattr(saved.model, f.name) != getattr(run.model, f.name)
+        ]
+    if differences:
+        field, before, now = differences[0]
+        raise ConfigError(
+            f"MODEL_DIR {model_dir} holds a run with {field}={before!r}, this run has "
+            f"{field}={now!r}"
+            + (f" (and {len(differences) - 1} more)" if differences[1:] else "")
+            + ": use another MODEL_DIR, or the settings it was trained with"
+        )
 
 
 def prepare_process() -> None:
@@ -252,3 +347,4 @@ def main_guard(main, argv: Sequence[str] | None = None) -> None:
 
 
 gin.external_configurable(BertConfig, module="cmrcx")
+gin.external_configurable(T5Config, module="cmrcx")

@@ -1,8 +1,11 @@
 """Pretrained releases: read HuggingFace or Google TF directories, write HuggingFace.
 
 BERT. HuggingFace: config.json + model.safetensors (or sharded, with an index) or
-pytorch_model.bin, + vocab.txt. Google: bert_config.json + bert_model.ckpt.* +
-vocab.txt.
+pytorch_model.bin, + vocab.txt; config.json `model_type` "bert", "ernie" (ERNIE 1.0
+as nghuyong converted it: BERT with ReLU, ernie.* tensors) or "roberta" when the
+tensors are BERT's (CLUE's roberta_chinese_*: bert.* tensors). Google: bert_config.json
+(or one other bert_config*.json, as brightmart's bert_config_large.json) +
+*.ckpt.* + vocab.txt.
 T5 family (config.json `model_type` "t5" or "mt5": LongLM, T5 v1.0/v1.1, mT5):
 config.json + model.safetensors or pytorch_model.bin, + spiece.model and the
 tokenizer JSON files.
@@ -24,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cmrcx import bert_weights, t5_weights
-from cmrcx.models.bert import BertConfig
+from cmrcx.models.bert import ACTIVATIONS, BertConfig
 from cmrcx.models.t5 import T5Config
 
 # HuggingFace config.json key -> BertConfig field.
@@ -39,8 +42,13 @@ HF_CONFIG_KEYS = {
     "hidden_dropout_prob": "hidden_dropout",
     "attention_probs_dropout_prob": "attention_dropout",
     "layer_norm_eps": "layer_norm_eps",
+    "hidden_act": "hidden_act",
     "initializer_range": "initializer_range",
 }
+# config.json `model_type` values read as a BERT encoder (a Google bert_config.json has
+# none). "ernie": transformers' ErnieModel is BertModel plus a task-type embedding that
+# ERNIE 1.0 does not use. "roberta": only with BERT-named tensors (`_check_roberta`).
+BERT_MODEL_TYPES = ("bert", "ernie", "roberta")
 
 
 class PretrainedFormatError(ValueError):
@@ -55,19 +63,63 @@ class PretrainedRelease(NamedTuple):
     dropped: list[str]  # pretraining-only tensors left out (heads, optimizer slots)
     source: str  # "safetensors", "pytorch_model.bin" or "TF checkpoint"
     fresh: list[str]  # HF names initialised fresh: the pooler, when the release has none
+    model_type: str | None  # config.json `model_type` (None: a Google bert_config.json)
 
 
 def config_from_hf(path: str) -> BertConfig:
-    """BertConfig from a HuggingFace config.json or Google bert_config.json."""
+    """BertConfig from a HuggingFace config.json or Google bert_config.json.
+
+    Raises PretrainedFormatError naming the file and the field for anything the cmrcx
+    encoder does not compute: another model_type, activation or position embedding,
+    or ERNIE's task-type embedding switched on.
+    """
     with open(path, encoding="utf-8") as f:
         raw = json.load(f)
+    model_type = raw.get("model_type")
+    if model_type is not None and model_type not in BERT_MODEL_TYPES:
+        raise PretrainedFormatError(
+            f"{path}: model_type {model_type!r} is not a BERT-architecture model; "
+            f"cmrcx.convert reads {', '.join(BERT_MODEL_TYPES)} and t5, mt5"
+        )
     activation = raw.get("hidden_act", "gelu")
-    if activation != "gelu":
-        raise PretrainedFormatError(f"{path}: hidden_act {activation!r}; cmrcx BERT uses 'gelu'")
+    if activation not in ACTIVATIONS:
+        raise PretrainedFormatError(
+            f"{path}: hidden_act {activation!r}; cmrcx BERT has {', '.join(ACTIVATIONS)}"
+        )
     if raw.get("position_embedding_type", "absolute") != "absolute":
-        raise PretrainedFormatError(f"{path}: only absolute position embeddings are supported")
+        raise PretrainedFormatError(
+            f"{path}: position_embedding_type {raw['position_embedding_type']!r}; "
+            "only 'absolute' position embeddings are supported"
+        )
+    if raw.get("use_task_id"):
+        # ERNIE 3.0 adds task_type_embeddings[task_type_ids] to every token; ERNIE 1.0
+        # (nghuyong/ernie-1.0-base-zh) has no use_task_id, which transformers reads as false.
+        raise PretrainedFormatError(
+            f"{path}: use_task_id true (ERNIE's task-type embedding) is not supported; "
+            "cmrcx BERT has word, position and token-type embeddings only"
+        )
     kwargs = {field: raw[key] for key, field in HF_CONFIG_KEYS.items() if key in raw}
     return BertConfig(**kwargs)
+
+
+def _check_roberta(path: str, tensors) -> None:
+    """PretrainedFormatError unless a model_type "roberta" checkpoint is BERT-named.
+
+    CLUE's roberta_chinese_* are BERT-architecture checkpoints (their model cards load
+    them with BertModel) saved as bert.* tensors. transformers' RobertaModel is not:
+    its position ids start at pad_token_id + 1. Its tensors are roberta.* (task
+    models) or bare (RobertaModel), and bare BERT and RoBERTa names are the same.
+    """
+    if any(name.startswith("bert.") for name in tensors) and not any(
+        name.startswith("roberta.") for name in tensors
+    ):
+        return
+    raise PretrainedFormatError(
+        f"{path}: model_type 'roberta' with tensors not named bert.*: a RoBERTa-"
+        "architecture checkpoint (position ids from pad_token_id + 1), or a BERT one "
+        "that cmrcx cannot tell from it; if it is BERT-architecture, set model_type "
+        "to 'bert' in config.json"
+    )
 
 
 def config_to_hf(config: BertConfig) -> dict:
@@ -75,7 +127,6 @@ def config_to_hf(config: BertConfig) -> dict:
     return {
         "architectures": ["BertModel"],
         "model_type": "bert",
-        "hidden_act": "gelu",
         "pad_token_id": 0,
         "position_embedding_type": "absolute",
         **out,
@@ -144,16 +195,21 @@ def read_pretrained_dir(directory: str) -> PretrainedRelease:
     """
     directory = os.path.abspath(directory)
     hf_config = os.path.join(directory, "config.json")
-    tf_config = os.path.join(directory, "bert_config.json")
+    tf_config = tf_config_path(directory)
     if os.path.isfile(hf_config):
         config = config_from_hf(hf_config)
         tensors, source = _read_hf_weights(directory)
+        model_type = hf_model_type(directory)
+        if model_type == "roberta":
+            _check_roberta(hf_config, tensors)
         named, dropped = bert_weights.normalize_hf_names(tensors)
-    elif os.path.isfile(tf_config):
-        config = config_from_hf(tf_config)
+    elif tf_config:
+        config, model_type = config_from_hf(tf_config), None
         tensors, source = _read_tf_checkpoint(directory), "TF checkpoint"
         if tensors is None:
-            raise PretrainedFormatError(f"{directory}: bert_config.json but no *.ckpt*.index")
+            raise PretrainedFormatError(
+                f"{directory}: {os.path.basename(tf_config)} but no *.ckpt*.index"
+            )
         named, dropped = bert_weights.hf_tensors_from_tf(tensors)
     else:
         raise PretrainedFormatError(
@@ -161,7 +217,22 @@ def read_pretrained_dir(directory: str) -> PretrainedRelease:
         )
     named, fresh = bert_weights.with_fresh_pooler(named, config)
     params = bert_weights.encoder_params(named, config, f"{directory} ({source})")
-    return PretrainedRelease(config, params, sorted(dropped), source, fresh)
+    return PretrainedRelease(config, params, sorted(dropped), source, fresh, model_type)
+
+
+def tf_config_path(directory: str) -> str | None:
+    """A Google TF release's config: bert_config.json, else its one bert_config*.json.
+
+    brightmart's RoBERTa-zh-Large (CLUE's RoBERTa-large) ships bert_config_large.json.
+    """
+    path = os.path.join(directory, "bert_config.json")
+    if os.path.isfile(path):
+        return path
+    found = sorted(glob.glob(os.path.join(directory, "bert_config*.json")))
+    if len(found) > 1:
+        names = ", ".join(os.path.basename(name) for name in found)
+        raise PretrainedFormatError(f"{directory}: several TF configs ({names}); keep one")
+    return found[0] if found else None
 
 
 def _write_hf_model(out: str, hf_config: dict, tensors) -> None:
@@ -187,10 +258,9 @@ def write_hf_dir(out: str, params_bert, config: BertConfig, vocab_file: str | No
 
 def describe(config: BertConfig) -> str:
     fields = dataclasses.asdict(config)
-    return ", ".join(
-        f"{k}={fields[k]}"
-        for k in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
-    )
+    keys = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
+    keys += ("max_position_embeddings", "hidden_act", "layer_norm_eps")
+    return ", ".join(f"{k}={fields[k]}" for k in keys)
 
 
 # ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """`python -m cmrcx.train --gin_file=NAME.gin [--gin.KEY=VALUE ...]`
 
-Trains (resuming from MODEL_DIR's latest checkpoint if there is one), then
-evaluates the eval split: prints QAC/PAC for every decoding mode and writes
+Trains RunConfig.task (resuming from MODEL_DIR's latest checkpoint if there is
+one), then evaluates the eval split: prints the task's metrics (CMRC 2019: QAC/PAC
+for every decoding mode; CLUE: accuracy) and writes
 MODEL_DIR/predictions/<task>_<split>.json in the official format.
 """
 
@@ -14,14 +15,13 @@ from cmrcx import launch
 
 def main(argv) -> None:
     _, run = launch.start(argv, __doc__)
-    from cmrcx.benchmarks.cmrc2019 import evaluation
-    from cmrcx.training.runner import Cmrc2019Runner  # after gin: jax/tf start here
+    from cmrcx.training.runner import Runner  # after gin: jax/tf start here
 
-    runner = Cmrc2019Runner(run)
+    runner = Runner(run)
     state, _ = runner.train()
     results = runner.evaluate(state, runner.num_train_steps)
     if results:
-        print(evaluation.results_table(results, run.eval_split))
+        print(runner.results_table(results, run.eval_split))
     print(json.dumps({"step": runner.num_train_steps, "split": run.eval_split, **results}))
 
 

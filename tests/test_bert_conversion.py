@@ -96,9 +96,9 @@ def flax_outputs(export_dir, ids, types, mask):
     return np.asarray(hidden), np.asarray(pooled)
 
 
-def assert_same_outputs(model, export_dir, geometry, atol=1e-5):
+def assert_same_outputs(model, export_dir, geometry, atol=1e-5, length=24):
     """Hidden states, and the pooled output when the reference has a pooler."""
-    ids, types, mask = token_batch(geometry)
+    ids, types, mask = token_batch(geometry, length)
     want_hidden, want_pooled = torch_outputs(model, ids, types, mask)
     hidden, pooled = flax_outputs(export_dir, ids, types, mask)
     np.testing.assert_allclose(hidden, want_hidden, atol=atol, rtol=0)

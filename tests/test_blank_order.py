@@ -20,7 +20,7 @@ from cmrcx.benchmarks.cmrc2019 import evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
 from cmrcx.score import score_cmrc2019
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
-from cmrcx.training.runner import Cmrc2019Runner
+from cmrcx.training.runner import Runner
 from cmrcx.vocabularies import WordPieceVocabulary
 
 TINY_VOCAB = launch.package_path("data/tiny_vocab.txt")
@@ -140,7 +140,7 @@ def test_train_step_eval_prediction_file_and_score(data_dir, tmp_path) -> None:
                 f"RunConfig.tfds_cache_dir = '{tmp_path}/tfds'",
             ],
         )
-        runner = Cmrc2019Runner(launch.run_config_from_gin())
+        runner = Runner(launch.run_config_from_gin())
         state, losses = runner.train()
         results = runner.evaluate(state, 1)
     finally:

@@ -15,7 +15,7 @@ import pytest
 
 from cmrcx import launch
 from cmrcx.training import input_pipeline
-from cmrcx.training.runner import Cmrc2019Runner
+from cmrcx.training.runner import Runner
 
 COMPILING = re.compile(r"Compiling (jit\([^)]*\)) with global shapes and types (.*?)\. Argument")
 
@@ -58,7 +58,7 @@ def test_each_shape_compiles_once(compile_log, tmp_path):
             f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
         ],
     )
-    runner = Cmrc2019Runner(launch.run_config_from_gin())
+    runner = Runner(launch.run_config_from_gin())
     gin.clear_config()
     state, _ = runner.train()
     runner.evaluate(state, 20)

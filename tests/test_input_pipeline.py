@@ -6,9 +6,11 @@ import pytest
 import seqio
 
 from cmrcx.launch import package_path
+from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.tasks import cmrc2019
 from cmrcx.training import input_pipeline, partitioning
-from cmrcx.training.runner import SCORE_KEYS, TRAIN_KEYS
+
+SCORE_KEYS, TRAIN_KEYS = ClozeModel.score_keys, ClozeModel.train_keys
 
 
 @pytest.fixture(scope="module")

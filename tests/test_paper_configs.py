@@ -10,7 +10,7 @@ import pytest
 
 from cmrcx import launch
 from cmrcx.launch import package_path
-from cmrcx.training.runner import Cmrc2019Runner
+from cmrcx.training.runner import Runner
 
 # experiment -> (vocab_size, hidden_size, num_layers, lower_case)
 BASELINES = {
@@ -61,11 +61,11 @@ def test_smoke_with_tiny_overlay(experiment, tmp_path, tfds_cache):
         ],
     )
     run = launch.run_config_from_gin()
-    runner = Cmrc2019Runner(run)
+    runner = Runner(run)
     state, losses = runner.train()
     assert [step for step, _ in losses] == [2]
     trained = runner.evaluate(state, 2)
-    restored_runner = Cmrc2019Runner(run, for_training=False)
+    restored_runner = Runner(run, for_training=False)
     step, restored = restored_runner.restore()
     assert step == 2
     assert restored_runner.evaluate(restored, step) == pytest.approx(trained)

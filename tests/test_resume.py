@@ -7,7 +7,7 @@ import pytest
 
 from cmrcx.launch import RunConfig, package_path
 from cmrcx.models.bert import BertConfig
-from cmrcx.training.runner import Cmrc2019Runner
+from cmrcx.training.runner import Runner
 
 TINY = BertConfig(
     vocab_size=4096,
@@ -39,11 +39,11 @@ def base_run(tmp_path_factory):
 
 def test_resume_continues_the_exact_trajectory(base_run, tmp_path):
     whole = dataclasses.replace(base_run, model_dir=str(tmp_path / "whole"))
-    _, losses_whole = Cmrc2019Runner(whole).train()
+    _, losses_whole = Runner(whole).train()
 
     split = dataclasses.replace(base_run, model_dir=str(tmp_path / "split"))
-    _, first = Cmrc2019Runner(split).train(stop_at=3)
-    runner = Cmrc2019Runner(split)
+    _, first = Runner(split).train(stop_at=3)
+    runner = Runner(split)
     assert runner.checkpoints.latest_step() == 3
     _, rest = runner.train()
 
@@ -59,6 +59,6 @@ def test_keeps_the_newest_checkpoints(base_run, tmp_path):
     run = dataclasses.replace(
         base_run, model_dir=str(tmp_path / "keep"), save_every=2, keep_checkpoints=2
     )
-    runner = Cmrc2019Runner(run)
+    runner = Runner(run)
     runner.train()
     assert sorted(runner.checkpoints.manager.all_steps()) == [6, 8]

@@ -16,7 +16,7 @@ from cmrcx import launch
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.models.bert import BertConfig, BertEncoder
 from cmrcx.training import partitioning
-from cmrcx.training.runner import Cmrc2019Runner
+from cmrcx.training.runner import Runner
 from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
 SMALL = BertConfig(
@@ -252,7 +252,7 @@ def test_options_from_gin(clean_gin, tmp_path):
         ],
     )
     run = launch.run_config_from_gin()
-    runner = Cmrc2019Runner(run)
+    runner = Runner(run)
     assert (run.model.dtype, run.model.remat_policy) == ("bfloat16", "dots")
     assert runner.trainer.grad_accum_steps == 2
     embedding = runner.trainer.state_shardings.params["bert"]["embeddings"]["word_embeddings"]

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import optax
+import numpy as np
 
+from cmrcx.model_api.base import summed_cross_entropy
 from cmrcx.models.bert import BertConfig, BertForSentenceCloze
 
 # The authors' head adds (1 - mask) * -10000 to non-blank logits before the
@@ -22,12 +23,27 @@ from cmrcx.models.bert import BertConfig, BertForSentenceCloze
 MASKED_LOGIT = -10000.0
 
 
+TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
+
+
 class ClozeModel:
     """BERT + the paper's pointer head over blank markers."""
 
-    def __init__(self, config: BertConfig):
-        self.config = config
+    score_keys = (*TOKEN_KEYS, "blank_positions", "blank_in_window", "example_mask")
+    train_keys = (*score_keys, "target_blank")
+    encoder_name = "bert"
+
+    def __init__(self, config: BertConfig, max_length: int = 512, max_blanks: int = 32):
+        self.config, self.max_length, self.max_blanks = config, max_length, max_blanks
         self.module = BertForSentenceCloze(config)
+
+    def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
+        def width(key):
+            if key in TOKEN_KEYS:
+                return [self.max_length]
+            return [self.max_blanks] if key.startswith("blank_") else []
+
+        return {k: np.zeros([batch_size, *width(k)], np.int32) for k in self.train_keys}
 
     def init(self, rng: jax.Array, batch: dict):
         """Boxed (logically partitioned) variables for a batch of this shape."""
@@ -60,11 +76,7 @@ class ClozeModel:
         all sums over real (unmasked) examples: the host divides.
         """
         logits = self._blank_logits(params, batch, dropout_rng)
-        weights = batch["example_mask"].astype(jnp.float32)
-        losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["target_blank"])
-        loss_sum = jnp.sum(losses * weights)
-        correct = jnp.sum((jnp.argmax(logits, -1) == batch["target_blank"]) * weights)
-        return loss_sum, {"loss_sum": loss_sum, "correct": correct, "examples": jnp.sum(weights)}
+        return summed_cross_entropy(logits, batch["target_blank"], batch["example_mask"])
 
     def score_batch(self, params, batch: dict) -> jax.Array:
         """blank_logits: float32 [batch, max_blanks], masked outside the window."""

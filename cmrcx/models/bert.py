@@ -10,6 +10,7 @@ optimizer or mesh here: sharding is the rules table in `cmrcx.training.partition
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import flax.linen as nn
 import jax
@@ -23,6 +24,15 @@ REMAT_POLICIES = {
     "none": None,
     "full": jax.checkpoint_policies.nothing_saveable,
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+# The feed-forward activations of the released BERT-shaped checkpoints, by their
+# config.json `hidden_act` name: BERT, BERT-wwm and the RoBERTa-wwm models use the exact
+# erf GeLU (transformers' "gelu"); ERNIE 1.0 uses ReLU (nghuyong/ernie-1.0-base-zh).
+ACTIVATIONS = {
+    "gelu": functools.partial(nn.gelu, approximate=False),
+    "relu": nn.relu,
 }
 
 
@@ -47,7 +57,8 @@ class BertConfig:
     type_vocab_size: int = 2  # segment ids: 0 = candidate, 1 = passage
     hidden_dropout: float = 0.1  # after embeddings, attention output and FFN
     attention_dropout: float = 0.1  # on attention probabilities
-    layer_norm_eps: float = 1e-12  # BERT's LayerNorm epsilon
+    layer_norm_eps: float = 1e-12  # BERT's LayerNorm epsilon (ERNIE 1.0: 1e-5)
+    hidden_act: str = "gelu"  # feed-forward activation, a key of ACTIVATIONS (ERNIE 1.0: "relu")
     initializer_range: float = 0.02  # stddev of the truncated-normal init
     dtype: str = "float32"  # compute dtype; "bfloat16": bf16 compute, float32 parameters
     remat_policy: str = "none"  # recompute layer activations in backprop: none | full | dots
@@ -57,6 +68,8 @@ class BertConfig:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"
             )
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act {self.hidden_act!r}: use one of {', '.join(ACTIVATIONS)}")
         check_compute_options(self.dtype, self.remat_policy)
 
     @property
@@ -176,7 +189,7 @@ class BertLayer(nn.Module):
         hidden = _layer_norm(cfg, "attention_LayerNorm")(hidden + attended)
         inner = _dense(cfg, cfg.intermediate_size, "embed", ("mlp",), "intermediate")(hidden)
         inner = nn.with_logical_constraint(inner, ("batch", "length", "mlp"))
-        inner = nn.gelu(inner, approximate=False)  # BERT uses the exact erf GeLU
+        inner = ACTIVATIONS[cfg.hidden_act](inner)
         out = _dense(cfg, cfg.hidden_size, "mlp", ("embed",), "output")(inner)
         out = nn.Dropout(cfg.hidden_dropout)(out, deterministic=deterministic)
         hidden = _layer_norm(cfg, "output_LayerNorm")(hidden + out)
@@ -249,3 +262,27 @@ class BertForSentenceCloze(nn.Module):
         blank_hidden = blank_hidden.astype(jnp.float32)  # [batch, max_blanks, hidden]
         head = _dense(self.config, 1, "embed", ("cloze_out",), "cloze_head", dtype="float32")
         return head(blank_hidden)[..., 0]  # [batch, max_blanks]
+
+
+class BertForSequenceClassification(nn.Module):
+    """The CLUE baselines' classifier: pooled [CLS] -> dropout -> linear.
+
+    As transformers' BertForSequenceClassification (which CLUE's PyTorch classifier
+    runs) and the TF baseline's `create_model`: the pooler's tanh(Dense([CLS])), dropout
+    at the hidden dropout rate, one Dense to `num_classes`. Returns logits, float32
+    [batch, num_classes]; the head computes in float32 whatever config.dtype is.
+    """
+
+    config: BertConfig
+    num_classes: int
+
+    @nn.compact
+    def __call__(self, input_ids, token_type_ids, input_mask, deterministic: bool = True):
+        _, pooled = BertEncoder(self.config, name="bert")(
+            input_ids, token_type_ids, input_mask, deterministic
+        )
+        pooled = nn.Dropout(self.config.hidden_dropout)(pooled, deterministic=deterministic)
+        head = _dense(
+            self.config, self.num_classes, "embed", ("classes",), "classifier", dtype="float32"
+        )
+        return head(pooled.astype(jnp.float32))

@@ -1,12 +1,14 @@
-"""Incremental decoding of `T5ForConditionalGeneration`: greedy and sampling.
+"""Incremental decoding of `T5ForConditionalGeneration`: greedy, sampling, beam search.
 
 One jitted `lax.while_loop` per (config, batch, source length, max_new_tokens,
 decoding options): the encoder runs once, the cross-attention keys/values are
 computed once (`init_cache`), each step runs the decoder on one token per row
 against the key/value cache (`decode_step`) and the loop stops as soon as every
-row has produced EOS. Outputs follow transformers' `generate` without its leading
-decoder start token: ids [batch, max_new_tokens], pad after a row's EOS.
-Beam search is not implemented yet.
+row has produced EOS (beam search: as soon as no row's best hypothesis can change).
+Beam search folds the beams into the batch axis (row b * num_beams + k) and
+reorders the self-attention cache by parent beam each step. Outputs follow
+transformers' `generate` without its leading decoder start token: ids
+[batch, max_new_tokens], pad after a row's EOS.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration
 
@@ -118,3 +121,193 @@ def sample(
     """
     run = _jitted(model.config, max_new_tokens, float(temperature), int(top_k), float(top_p), True)
     return run(params, input_ids, attention_mask, rng)
+
+
+# ---------------------------------------------------------------------------
+# Beam search
+
+EARLY_STOPPING = (False, True, "never")  # transformers' `early_stopping` values
+
+
+class _Beams(NamedTuple):
+    """The beam search loop state; K = num_beams, N = max_new_tokens."""
+
+    step: jax.Array  # int32 []: tokens generated so far (the next one goes to column step)
+    cache: dict  # decode_step's cache; row b * K + k is beam k of row b
+    running: jax.Array  # int32 [batch, K, N]: live hypotheses (no EOS), pad after step
+    running_scores: jax.Array  # float32 [batch, K]: their summed log-probs, best first
+    finished: jax.Array  # int32 [batch, K, N]: the best ended hypotheses, best first
+    finished_scores: jax.Array  # float32 [batch, K]: sum / length**penalty; -inf = empty slot
+    finished_lengths: jax.Array  # int32 [batch, K]: generated tokens, EOS included
+    done: jax.Array  # bool [batch]: the row's finished set can no longer change
+
+
+def _candidates(beams: _Beams, log_probs, num_beams: int):
+    """The 2K best one-token extensions of the running beams, best first.
+
+    log_probs: float32 [batch, K, vocab]. Returns (scores float32 [batch, 2K], the
+    extended hypotheses int32 [batch, 2K, N], their tokens and parent beams int32 [batch, 2K]).
+    2K, as transformers keeps (1 + number of EOS ids) * K: at most K of them end in
+    EOS (one per parent), so at least K live ones remain.
+    """
+    batch, _, vocab = log_probs.shape
+    totals = (log_probs + beams.running_scores[:, :, None]).reshape(batch, num_beams * vocab)
+    scores, index = jax.lax.top_k(totals, 2 * num_beams)
+    parents, tokens = index // vocab, (index % vocab).astype(jnp.int32)
+    extended = jnp.take_along_axis(beams.running, parents[:, :, None], axis=1)
+    extended = extended.at[:, :, beams.step].set(tokens)
+    return scores, extended, tokens, parents
+
+
+def _keep_finished(beams: _Beams, scores, extended, ended, penalties, num_beams: int):
+    """The K best of the finished set and the candidates that end now, best first.
+
+    A candidate joins only if it ended (EOS, or the last step), ranks among the first
+    K of the 2K, and its row is not done; its score is divided by penalties[step].
+    """
+    first_k = jnp.arange(2 * num_beams) < num_beams
+    joins = ended & first_k[None, :] & ~beams.done[:, None]
+    scores = jnp.where(joins, scores / penalties[beams.step], -jnp.inf)
+    lengths = jnp.full(scores.shape, beams.step + 1, jnp.int32)
+    merged_scores = jnp.concatenate([beams.finished_scores, scores], axis=1)
+    finished_scores, keep = jax.lax.top_k(merged_scores, num_beams)
+    finished = jnp.take_along_axis(
+        jnp.concatenate([beams.finished, extended], axis=1), keep[:, :, None], axis=1
+    )
+    lengths = jnp.take_along_axis(
+        jnp.concatenate([beams.finished_lengths, lengths], axis=1), keep, axis=1
+    )
+    return finished, finished_scores, lengths
+
+
+def _beam_search(
+    config: T5Config,
+    max_new_tokens: int,
+    num_beams: int,
+    length_penalty: float,
+    early_stopping,
+    params,
+    input_ids,
+    mask,
+):
+    """The beam search loop (semantics: `beam_search`) -> `Decoded`."""
+    model = T5ForConditionalGeneration(config)
+    apply = functools.partial(model.apply, {"params": params})
+    batch, n = input_ids.shape[0], max_new_tokens
+    # Length penalties of 1..N generated tokens: float64 powers rounded to float32,
+    # as torch divides a float32 tensor by a Python float.
+    penalties = jnp.asarray(np.arange(1, n + 1, dtype=np.float64) ** length_penalty, jnp.float32)
+    # HF's `_check_early_stop_heuristic`: the best a running beam may still reach is its
+    # score over the current length, or with "never" and a positive penalty the maximum.
+    bound_at_max = early_stopping == "never" and length_penalty > 0.0
+    cache = apply(apply(input_ids, mask, method="encode"), n, method="init_cache")
+    # Beams of a row share its encoder states, so the cross cache never needs reordering.
+    cache = jax.tree.map(lambda x: jnp.repeat(x, num_beams, axis=1), cache)
+    mask = jnp.repeat(mask, num_beams, axis=0)
+    empty = jnp.full([batch, num_beams, n], config.pad_token_id, jnp.int32)
+    no_scores = jnp.full([batch, num_beams], -jnp.inf, jnp.float32)
+    init = _Beams(
+        step=jnp.int32(0),
+        cache=cache,
+        running=empty,
+        # One live beam at first, so the first step does not pick the same token K times.
+        running_scores=no_scores.at[:, 0].set(0.0),
+        finished=empty,
+        finished_scores=no_scores,
+        finished_lengths=jnp.zeros([batch, num_beams], jnp.int32),
+        done=jnp.zeros([batch], bool),
+    )
+
+    def unfinished(beams):
+        return (beams.step < n) & ~jnp.all(beams.done)
+
+    def step_fn(beams):
+        previous = jax.lax.dynamic_index_in_dim(
+            beams.running, jnp.maximum(beams.step - 1, 0), axis=2, keepdims=False
+        )
+        last = jnp.where(beams.step == 0, config.decoder_start_token_id, previous)
+        logits, cache = apply(last.reshape(-1), beams.cache, beams.step, mask, method="decode_step")
+        log_probs = jax.nn.log_softmax(logits).reshape(batch, num_beams, -1)
+        scores, extended, tokens, parents = _candidates(beams, log_probs, num_beams)
+        ended = (tokens == config.eos_token_id) | (beams.step == n - 1)
+        running_scores, pick = jax.lax.top_k(jnp.where(ended, -jnp.inf, scores), num_beams)
+        parents = jnp.take_along_axis(parents, pick, axis=1)
+        rows = (jnp.arange(batch)[:, None] * num_beams + parents).reshape(-1)
+        cache = {
+            "self": jax.tree.map(lambda x: jnp.take(x, rows, axis=1), cache["self"]),
+            "cross": cache["cross"],
+        }
+        finished, finished_scores, finished_lengths = _keep_finished(
+            beams, scores, extended, ended, penalties, num_beams
+        )
+        bound = penalties[n - 1] if bound_at_max else penalties[beams.step]
+        # finished_scores[:, -1] is the worst kept score (-inf while a slot is empty).
+        improvable = running_scores[:, 0] / bound > finished_scores[:, -1]
+        done = beams.done | ~improvable
+        if early_stopping is True:
+            done |= jnp.all(finished_scores > -jnp.inf, axis=1)
+        return _Beams(
+            beams.step + 1,
+            cache,
+            jnp.take_along_axis(extended, pick[:, :, None], axis=1),
+            running_scores,
+            finished,
+            finished_scores,
+            finished_lengths,
+            done,
+        )
+
+    beams = jax.lax.while_loop(unfinished, step_fn, init)
+    return Decoded(beams.finished[:, 0], beams.finished_lengths[:, 0])
+
+
+@functools.cache
+def _beam_jitted(config, max_new_tokens, num_beams, length_penalty, early_stopping):
+    return jax.jit(
+        functools.partial(
+            _beam_search, config, max_new_tokens, num_beams, length_penalty, early_stopping
+        )
+    )
+
+
+def beam_search(
+    model: T5ForConditionalGeneration,
+    params,
+    input_ids,
+    attention_mask,
+    max_new_tokens: int,
+    num_beams: int = 4,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str = False,
+):
+    """Beam search; input_ids, attention_mask: int [batch, source] -> `Decoded`, the best
+    hypothesis of each row.
+
+    Token-identical to transformers' `generate(num_beams=K, do_sample=False,
+    max_new_tokens=N, length_penalty=..., early_stopping=...)` (checked against
+    transformers 5.23, `GenerationMixin._beam_search`; tests/test_beam_search.py):
+    - Each step extends the K running beams by every token, keeps the 2K best by summed
+      log-prob (log_softmax of the float32 logits), and of those the K best that did not
+      end become the running beams (the first step starts from one beam).
+    - A candidate ends when its token is EOS or it reaches N tokens (HF's max-length
+      stopping criterion: at the last step every candidate ends). It joins the row's
+      finished set only if it is among the first K of the 2K, with score
+      sum log-probs / length ** length_penalty, where length counts the generated tokens,
+      EOS included, decoder start token not; the set keeps the K best.
+    - A row is done, and its finished set frozen, once no running beam can beat the
+      worst of K finished hypotheses: the best running sum over (tokens so far) ** penalty
+      (early_stopping False or True), or over N ** penalty ("never" with a positive
+      penalty) is not above it; early_stopping True: as soon as K hypotheses finished.
+      The loop ends when every row is done, or after N steps.
+    - The answer is the best finished hypothesis. When no hypothesis of a row ended in
+      EOS, that is the best of the K best N-token ones, scored with length N.
+    Unlike HF, which fills after EOS with `pad_token_id or eos_token_id` (EOS for T5's
+    pad 0), tokens after a row's EOS are pad, as `greedy`'s. Needs vocab >= 2K.
+    """
+    if early_stopping not in EARLY_STOPPING:
+        raise ValueError(f"early_stopping {early_stopping!r}: use one of {EARLY_STOPPING}")
+    early_stopping = early_stopping if early_stopping == "never" else bool(early_stopping)
+    run = _beam_jitted(
+        model.config, max_new_tokens, int(num_beams), float(length_penalty), early_stopping
+    )
+    return run(params, input_ids, attention_mask)

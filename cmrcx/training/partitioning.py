@@ -20,7 +20,7 @@ MESH_AXES = ("data", "model")
 # Every logical axis the models use, unsharded.
 _LOGICAL_AXES = (
     "batch", "length", "vocab", "embed", "embed_out", "mlp", "heads", "kv",
-    "position", "token_type", "cloze_out", "layers",
+    "position", "token_type", "cloze_out", "classes", "layers",
 )  # fmt: skip
 
 

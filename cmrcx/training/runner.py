@@ -1,11 +1,13 @@
-"""A CMRC 2019 run: tasks, model, trainer, checkpoints and evaluation, from a RunConfig.
+"""One run of any registered task: SeqIO tasks, model, trainer, checkpoints, evaluation.
 
 Used by the `train`, `eval` and `export` entry points; gin-free (the RunConfig
-arrives filled in).
+arrives filled in). What differs between tasks (SeqIO registration, Model API,
+decoding to the official format) comes from `cmrcx.training.run_tasks`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import os
@@ -13,50 +15,35 @@ import os
 import jax
 import numpy as np
 import optax
-import seqio
-import tensorflow as tf
 from tqdm import tqdm
 
-from cmrcx.benchmarks.cmrc2019 import evaluation
-from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
-from cmrcx.benchmarks.cmrc2019.windows import TOKEN_FEATURES
-from cmrcx.datasets.cmrc2019 import require_split
+from cmrcx import launch
 from cmrcx.launch import ConfigError, RunConfig
-from cmrcx.model_api.cloze import ClozeModel
-from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer
 from cmrcx.training.metric_writer import MetricWriter
+from cmrcx.training.run_tasks import build_run_task
 from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
-# What the device sees of a window: SCORE_KEYS when scoring, plus the target to train.
-SCORE_KEYS = (*TOKEN_FEATURES, "blank_positions", "blank_in_window", "example_mask")
-TRAIN_KEYS = (*SCORE_KEYS, "target_blank")
 
-
-class Cmrc2019Runner:
+class Runner:
     """Everything one run needs, built once."""
 
     def __init__(self, run: RunConfig, for_training: bool = True):
         self.run = run
-        self.train_task, self.score_task = cmrc2019_tasks.register_cmrc2019(
-            run.vocabulary_name,
-            run.vocab_file,
-            run.data_dir,
-            max_length=run.max_length,
-            doc_stride=run.doc_stride,
-            max_candidate_tokens=run.max_candidate_tokens,
-            tfds_cache_dir=run.tfds_cache_dir,
-            lower_case=run.lower_case,
-        )
+        saved = launch.read_run_config(run.model_dir)
+        if saved is not None:
+            launch.check_same_run(saved, run, run.model_dir)
+        self.task = build_run_task(run)
+        self.train_task, self.score_task = self.task.train_task, self.task.score_task
+        self.model = self.task.model
         self.mesh = partitioning.make_mesh(run.mesh_shape)
         self.eval_batch_size = self._check_batch_sizes()
         self.num_train_steps, optimizer = self._optimizer(for_training)
-        self.model = ClozeModel(run.model)
         self.trainer = Trainer(
             self.model,
             optimizer,
             self.mesh,
-            self._example_batch(),
+            self.model.example_batch(run.batch_size),
             rules=run.logical_rules or partitioning.logical_rules(run.partitioning),
             seed=run.seed,
             grad_accum_steps=run.grad_accum_steps,
@@ -103,11 +90,16 @@ class Cmrc2019Runner:
                 return 1, released_optimizer.released_bert_adam(run.learning_rate, 1)
             return 1, adamw_with_warmup(run.learning_rate, 1)
         windows = None
+        if run.optimizer == "released_script" and not hasattr(self.task, "count_training_blanks"):
+            raise ConfigError(
+                f"RunConfig.optimizer 'released_script' is CMRC 2019's released script; "
+                f"{run.task} trains with 'adamw'"
+            )
         if run.num_train_steps is None or run.optimizer == "released_script":
-            require_split(run.data_dir, run.train_split)
+            self.task.require_split(run.train_split)
             windows = input_pipeline.count_examples(self.train_task, run.train_split)
         if run.optimizer == "released_script":
-            blanks = self._count_training_blanks()
+            blanks = self.task.count_training_blanks()
             schedule = released_optimizer.script_schedule_steps(
                 blanks, run.batch_size, run.num_epochs
             )
@@ -132,33 +124,33 @@ class Cmrc2019Runner:
         if steps is None:
             steps = math.ceil(run.num_epochs * windows / run.batch_size)
             print(
-                f"{windows} training windows x {run.num_epochs} epochs / batch "
+                f"{windows} training examples x {run.num_epochs} epochs / batch "
                 f"{run.batch_size} = {steps} steps",
                 flush=True,
             )
         optimizer = adamw_with_warmup(
-            run.learning_rate, steps, run.warmup_fraction, run.weight_decay, run.max_grad_norm
+            run.learning_rate,
+            steps,
+            run.warmup_fraction,
+            run.weight_decay,
+            run.max_grad_norm,
+            run.adam_epsilon,
         )
         return steps, optimizer
 
-    def _count_training_blanks(self) -> int:
-        """Blanks of the training split (the script's len(train_examples)), from the source."""
-        source = seqio.get_mixture_or_task(self.train_task).source
-        dataset = source.get_dataset(split=self.run.train_split, shuffle=False)
-        return int(dataset.reduce(0, lambda n, ex: n + tf.size(ex["answers"])).numpy())
-
-    def _example_batch(self) -> dict[str, np.ndarray]:
-        run, blanks = self.run, cmrc2019_tasks.MAX_BLANKS
-
-        def width(key):
-            if key in TOKEN_FEATURES:
-                return [run.max_length]
-            return [blanks] if key.startswith("blank_") else []
-
-        return {k: np.zeros([run.batch_size, *width(k)], np.int32) for k in TRAIN_KEYS}
+    def _save_run_config(self) -> None:
+        """MODEL_DIR/run_config.json: what the checkpoints are (mixture evaluation reads it)."""
+        path = os.path.join(self.run.model_dir, launch.RUN_CONFIG_FILE)
+        if jax.process_index() != 0 or os.path.isfile(path):
+            return
+        os.makedirs(self.run.model_dir, exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(launch.run_config_json(self.run), f, indent=1)
+        os.replace(path + ".tmp", path)
 
     def initial_state(self):
         """Latest checkpoint if there is one, else fresh (+ pretrained encoder)."""
+        self._save_run_config()
         step = self.checkpoints.latest_step()
         if step is not None:
             print(f"resuming from {self.checkpoints.directory}/{step}", flush=True)
@@ -176,9 +168,10 @@ class Cmrc2019Runner:
         return step, self.checkpoints.restore(step, self.trainer.abstract_state)
 
     def _with_pretrained_encoder(self, state):
-        abstract_encoder = self.trainer.abstract_state.params["bert"]
+        name = self.model.encoder_name
+        abstract_encoder = self.trainer.abstract_state.params[name]
         restored = checkpoints.load_params(self.run.pretrained, None)
-        encoder = restored["bert"] if "bert" in restored else restored
+        encoder = restored[name] if name in restored else restored
         shapes = jax.tree.map(lambda a: a.shape, abstract_encoder)
         if jax.tree.map(np.shape, encoder) != shapes:
             raise ValueError(
@@ -188,7 +181,7 @@ class Cmrc2019Runner:
         encoder = jax.tree.map(
             lambda a, s: jax.device_put(a, s.sharding), encoder, abstract_encoder
         )
-        params = {**state.params, "bert": encoder}
+        params = {**state.params, name: encoder}
         print(f"encoder weights from {self.run.pretrained}", flush=True)
         return state.replace(params=params)
 
@@ -201,7 +194,13 @@ class Cmrc2019Runner:
         # so the losses, do not depend on the number of hosts.
         shard = input_pipeline.host_shard(self.trainer.batch_sharding, run.batch_size)
         batches = input_pipeline.train_batches(
-            self.train_task, run.train_split, run.batch_size, TRAIN_KEYS, run.seed, start, shard
+            self.train_task,
+            run.train_split,
+            run.batch_size,
+            self.model.train_keys,
+            run.seed,
+            start,
+            shard,
         )
         sums, losses = None, []
         progress = tqdm(
@@ -231,37 +230,27 @@ class Cmrc2019Runner:
         return state, losses
 
     def evaluate(self, state, step: int, split: str | None = None) -> dict[str, float]:
-        """Scores a split, writes predictions/<task>_<split>.json and metrics lines."""
+        """Scores a split, writes predictions/<task>_<split>.json and metrics lines.
+
+        Returns the task's metrics ({} for an unlabelled split such as test).
+        """
         split = split or self.run.eval_split
-        passages = read_passages(
-            require_split(self.run.data_dir, split), require_answers=split != "test"
-        )
-        table = evaluation.BlankLogitTable()
+        self.task.require_split(split)
+        evaluation = self.task.evaluation(split)
         shard = input_pipeline.host_shard(self.trainer.batch_sharding, self.eval_batch_size)
         batches = input_pipeline.eval_batches(
-            self.score_task, split, self.eval_batch_size, SCORE_KEYS, shard
+            self.score_task, split, self.eval_batch_size, self.model.score_keys, shard
         )
         for device_batch, host_batch in tqdm(
             batches, desc=f"eval {split}", disable=jax.process_index() != 0
         ):
-            # This host's rows go in; the whole batch's logits come back on every host.
-            logits = self.trainer.score(state.params, device_batch)
-            table.add(logits[: len(host_batch["input_ids"])], host_batch)
-        table.check_complete()
-        decoded = {
-            mode: evaluation.decode_all(table.tables, mode) for mode in evaluation.DECODING_MODES
-        }
-        predictions = decoded[self.run.decoding]
-        if jax.process_index() == 0:
-            path = os.path.join(
-                self.run.model_dir, "predictions", f"{self.train_task}_{split}.json"
-            )
-            write_predictions(path, predictions)
-            print(f"predictions: {path} ({len(predictions)} passages)", flush=True)
-        if passages[0].answers is None:
-            return {}
-        metric_fns = seqio.get_mixture_or_task(self.score_task).predict_metric_fns
-        answers = {p.context_id: list(p.answers) for p in passages}
-        results = evaluation.score_modes(decoded, answers, metric_fns)
-        self.writer.write(step, split, results)
+            # This host's rows go in; the whole batch's scores come back on every host.
+            scores = self.trainer.score(state.params, device_batch)
+            evaluation.add(scores[: len(host_batch["input_ids"])], host_batch)
+        results = evaluation.finish(self.run.model_dir)
+        if results:
+            self.writer.write(step, split, results)
         return results
+
+    def results_table(self, results: dict[str, float], split: str) -> str:
+        return self.task.results_table(results, split)

@@ -45,8 +45,12 @@ def adamw_with_warmup(
     warmup_fraction: float = 0.1,
     weight_decay: float = 0.01,
     max_grad_norm: float = 1.0,
+    adam_epsilon: float = 1e-6,
 ) -> optax.GradientTransformation:
     """AdamW with linear warm-up then linear decay to 0, and gradient clipping.
+
+    adam_epsilon: 1e-6 as BERT's optimizer (CMRC 2019's script); CLUE's PyTorch
+    classifier passes 1e-8 (its run_classifier.py default).
 
     The paper setting: 10% linear warm-up, linear decay to 0, weight decay 0.01
     except bias/LayerNorm, the global gradient norm clipped at 1.0. The authors'
@@ -70,7 +74,7 @@ def adamw_with_warmup(
             schedule,
             b1=0.9,
             b2=0.999,
-            eps=1e-6,
+            eps=adam_epsilon,
             weight_decay=weight_decay,
             mask=lambda params: jax.tree_util.tree_map_with_path(
                 lambda path, _: is_decayed(path), params

@@ -75,6 +75,7 @@ def write_submission(
     output_dir: str | os.PathLike[str],
     ids: Sequence[Any],
     labels: Sequence[str],
+    file_name: str | None = None,
 ) -> Path:
     """Writes the official submission file of ``task`` into ``output_dir``, atomically.
 
@@ -82,6 +83,7 @@ def write_submission(
       ids: [num_examples] record ids in test-file order (`ClueExample.id`: int or str;
         NumPy integers are written as plain integers).
       labels: [num_examples] official label strings (see `labels_from_indices`).
+      file_name: the file's name; None: the official name (e.g. ``afqmc_predict.json``).
 
     Returns:
       The path written, named by the table (e.g. ``afqmc_predict.json``).
@@ -103,7 +105,7 @@ def write_submission(
         if label not in task.labels:
             raise ValueError(f"{task.name}: prediction {k}: {label!r} is not an official label")
         lines.append(json.dumps({"id": example_id, "label": label}, ensure_ascii=False) + "\n")
-    path = submission_path(task, output_dir)
+    path = Path(output_dir) / file_name if file_name else submission_path(task, output_dir)
     _write_atomically(path, "".join(lines))
     return path
 

@@ -1,0 +1,307 @@
+"""`python -m cmrcx.generate --checkpoint DIR --input FILE --output FILE.jsonl`: T5 generation.
+
+DIR is a cmrcx T5 export (`python -m cmrcx.convert` of a LongLM / T5 / mT5 release:
+params/, model_config.json with "family": "t5", and the release's spiece.model).
+Each line of FILE (UTF-8) is one input, surrounding white space stripped as LongLM's
+gen.py does (thu-coai/LOT-LongLM baselines/generation/gen.py):
+- a line whose first character is "[" is a JSON list of token ids, used as given;
+- any other line is text, tokenized with DIR/spiece.model as transformers' T5Tokenizer
+  does (`cmrcx.t5_vocabulary`) and cut to max_input_length - 1 ids, then EOS is
+  appended, unless the ids already end with it: gen.py's `tokenizer(texts,
+  truncation=True, max_length=512)` (add_special_tokens defaults to true).
+FILE.jsonl gets one JSON object per input line, in order: {"input": the text or the
+id list, "ids": the generated ids (EOS included when one was generated), "text": those
+ids decoded as T5Tokenizer's `decode(ids, skip_special_tokens=True)` (pad, EOS, unk and
+the sentinels dropped)}.
+
+Decoding options are a gin-configurable `GenerationConfig` (default: greedy);
+`--gin_file=runs/lot_generation.gin` is the LOT paper's top-k sampling. Flags
+(--decoding greedy|sample|beam, --top_k, --top_p, --temperature, --num_beams,
+--length_penalty, --max_new_tokens, --max_input_length, --batch_size, --seed) override
+gin. Inputs go in batches of batch_size, each padded to a bucket length (the next
+power of two, at most max_input_length), so there is one compilation per bucket.
+Sampling draws batch i with fold_in(key(seed), i): the same inputs, batch size and
+seed give the same output. A missing or non-T5 checkpoint, a missing input file or a
+malformed input line prints `error: <message>` (file and line) and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+
+import gin
+
+from cmrcx import launch
+from cmrcx.benchmarks.records import DataFormatError, is_json_int
+from cmrcx.launch import ConfigError
+
+DECODINGS = ("greedy", "sample", "beam")
+SENTENCEPIECE_FILE = "spiece.model"
+
+
+@gin.configurable
+@dataclasses.dataclass
+class GenerationConfig:
+    """How `cmrcx.generate` decodes. Defaults: greedy; the LOT setting is a gin file."""
+
+    decoding: str = "greedy"  # greedy | sample | beam
+    max_new_tokens: int = 128  # generated tokens at most, EOS included
+    max_input_length: int = 512  # source ids at most (LOT paper sec. 4 and 5.2: 512)
+    batch_size: int = 16  # inputs per step (gen.py: 16)
+    temperature: float = 1.0  # sample: logits / temperature
+    top_k: int = 0  # sample: keep the k most likely tokens; 0: all
+    top_p: float = 1.0  # sample: keep the most likely tokens up to this mass; 1: all
+    num_beams: int = 4  # beam: hypotheses kept per input
+    length_penalty: float = 1.0  # beam: score = sum log-probs / length ** length_penalty
+    early_stopping: bool | str = False  # beam: transformers' False | True | "never"
+    decoder_start_token_id: int | None = None  # None: the export's (T5: pad, 0)
+    seed: int = 0  # sample: the PRNG key
+
+    def checked(self, vocab_size: int) -> GenerationConfig:
+        """Itself, or ConfigError naming the first bad value."""
+        problems = [
+            (self.decoding not in DECODINGS, f"decoding {self.decoding!r}: use one of "
+             + ", ".join(DECODINGS)),
+            (self.max_new_tokens < 1, f"max_new_tokens {self.max_new_tokens} < 1"),
+            (self.max_input_length < 1, f"max_input_length {self.max_input_length} < 1"),
+            (self.batch_size < 1, f"batch_size {self.batch_size} < 1"),
+            (not self.temperature > 0, f"temperature {self.temperature} is not positive"),
+            (self.top_k < 0, f"top_k {self.top_k} < 0"),
+            (not 0 < self.top_p <= 1, f"top_p {self.top_p} is not in (0, 1]"),
+            (not 1 <= self.num_beams <= vocab_size // 2,
+             f"num_beams {self.num_beams}: use 1 to vocab_size / 2 ({vocab_size // 2})"),
+            (self.early_stopping not in (False, True, "never"),
+             f"early_stopping {self.early_stopping!r}: use False, True or 'never'"),
+        ]  # fmt: skip
+        for bad, message in problems:
+            if bad:
+                raise ConfigError(f"GenerationConfig.{message}")
+        return self
+
+
+# flag -> type; every one overrides the GenerationConfig field of the same name.
+FLAGS = {
+    "decoding": str,
+    "top_k": int,
+    "top_p": float,
+    "temperature": float,
+    "num_beams": int,
+    "length_penalty": float,
+    "max_new_tokens": int,
+    "max_input_length": int,
+    "batch_size": int,
+    "seed": int,
+}
+
+
+def parse_flags(argv: Sequence[str]) -> argparse.Namespace:
+    """The flags above plus --gin_file and --gin.KEY=VALUE, both optional here."""
+    parser = argparse.ArgumentParser(prog="python -m cmrcx.generate", description=__doc__)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--checkpoint", required=True, help="cmrcx T5 export directory")
+    parser.add_argument("--input", required=True, help="one text or JSON id list per line")
+    parser.add_argument("--output", required=True, help="JSON lines file to write")
+    parser.add_argument(
+        "--gin_file", action="append", default=[], help="e.g. runs/lot_generation.gin"
+    )
+    parser.add_argument("--gin_bindings", action="append", default=[], help="one gin binding")
+    for name, kind in FLAGS.items():
+        parser.add_argument(f"--{name}", type=kind, default=None, help="overrides gin")
+    bindings = [arg[len("--gin.") :].replace("=", " = ", 1) for arg in argv if _is_gin(arg)]
+    args = parser.parse_args([arg for arg in argv if not _is_gin(arg)])
+    args.gin_bindings += bindings
+    return args
+
+
+def _is_gin(arg: str) -> bool:
+    return arg.startswith("--gin.") and "=" in arg
+
+
+def generation_config(args: argparse.Namespace) -> GenerationConfig:
+    """Gin's GenerationConfig with the flags that were given put over it."""
+    if args.gin_file or args.gin_bindings:
+        launch.parse_gin(args.gin_file, args.gin_bindings)
+    flags = {name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None}
+    return dataclasses.replace(GenerationConfig(), **flags)
+
+
+def load_export(directory: str):
+    """(T5Config, params as numpy, path of spiece.model); ConfigError when it is not there."""
+    from cmrcx.pretrained import PretrainedFormatError, read_t5_export
+
+    if not os.path.isdir(directory):
+        raise ConfigError(f"checkpoint directory not found: {directory}")
+    try:
+        config, params = read_t5_export(directory)
+    except (FileNotFoundError, PretrainedFormatError, ValueError) as error:
+        raise ConfigError(f"--checkpoint: {error}") from error
+    spiece = os.path.join(directory, SENTENCEPIECE_FILE)
+    if not os.path.isfile(spiece):
+        raise ConfigError(
+            f"{directory} has no {SENTENCEPIECE_FILE}: copy the release's SentencePiece "
+            "model there (`python -m cmrcx.convert` copies it)"
+        )
+    return config, params, spiece
+
+
+def read_inputs(path: str, vocab, vocab_size: int, max_input_length: int):
+    """[(input as written: str or list of ids, source ids)] of every line of `path`."""
+    import tensorflow as tf
+
+    with open(path, "rb") as f:
+        raw_lines = f.read().split(b"\n")
+    if raw_lines[-1] == b"":
+        raw_lines.pop()  # the final line break ends the last line, it starts none
+    lines = []
+    for number, raw in enumerate(raw_lines, 1):
+        try:
+            lines.append(raw.decode("utf-8").strip())
+        except UnicodeDecodeError as error:
+            raise DataFormatError(f"{path}: line {number}: not UTF-8 text ({error})") from None
+    texts = [line for line in lines if not line.startswith("[")]
+    encoded = iter(vocab.encode_tf(tf.constant(texts)).to_list() if texts else [])
+    inputs = []
+    for number, line in enumerate(lines, 1):
+        if line.startswith("["):
+            ids = _token_ids(line, vocab_size, max_input_length, f"{path}: line {number}")
+            inputs.append((ids, ids))
+        else:
+            ids = next(encoded)[: max_input_length - 1]
+            inputs.append((line, ids if ids[-1:] == [vocab.eos_id] else [*ids, vocab.eos_id]))
+    return inputs
+
+
+def _token_ids(line: str, vocab_size: int, max_input_length: int, where: str) -> list[int]:
+    """A JSON list of ids in [0, vocab_size), 1 to max_input_length of them."""
+    try:
+        ids = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise DataFormatError(
+            f"{where}: starts with '[' but is not a JSON list ({error})"
+        ) from None
+    if not isinstance(ids, list) or not ids:
+        raise DataFormatError(f"{where}: expected a non-empty JSON list of token ids")
+    bad = [i for i in ids if not (is_json_int(i) and 0 <= i < vocab_size)]
+    if bad:
+        raise DataFormatError(f"{where}: {bad[0]!r} is not a token id (0 to {vocab_size - 1})")
+    if len(ids) > max_input_length:
+        raise DataFormatError(
+            f"{where}: {len(ids)} ids, more than max_input_length {max_input_length}"
+        )
+    return ids
+
+
+def bucket_length(longest: int, max_input_length: int) -> int:
+    """The next power of two >= longest, at most max_input_length."""
+    return min(1 << max(longest - 1, 0).bit_length(), max_input_length)
+
+
+def padded_batch(sources: list[list[int]], batch_size: int, max_input_length: int, pad_id: int):
+    """ids, mask int32 [batch_size, bucket]; filler rows (past len(sources)) hold one pad."""
+    import numpy as np
+
+    length = bucket_length(max(map(len, sources)), max_input_length)
+    ids = np.full([batch_size, length], pad_id, np.int32)
+    mask = np.zeros([batch_size, length], np.int32)
+    mask[len(sources) :, 0] = 1  # filler rows: attention needs one key
+    for row, source in enumerate(sources):
+        ids[row, : len(source)] = source
+        mask[row, : len(source)] = 1
+    return ids, mask
+
+
+def decode(generation: GenerationConfig, model, params, ids, mask, rng):
+    """`cmrcx.models.decoding`'s function for generation.decoding -> Decoded."""
+    from cmrcx.models import decoding
+
+    n = generation.max_new_tokens
+    if generation.decoding == "sample":
+        return decoding.sample(
+            model, params, ids, mask, n, rng,
+            generation.temperature, generation.top_k, generation.top_p,
+        )  # fmt: skip
+    if generation.decoding == "beam":
+        return decoding.beam_search(
+            model, params, ids, mask, n,
+            generation.num_beams, generation.length_penalty, generation.early_stopping,
+        )  # fmt: skip
+    return decoding.greedy(model, params, ids, mask, n)
+
+
+def readable_text(vocab, ids: Sequence[int]) -> str:
+    """T5Tokenizer's decode(ids, skip_special_tokens=True): special ids dropped, the rest
+    decoded by SentencePiece, stripped and cleaned up (`cmrcx.t5_vocabulary`)."""
+    special = {vocab.pad_id, vocab.eos_id, vocab.unk_id}
+    return vocab.decode([i for i in ids if i not in special and i < vocab.piece_size])
+
+
+def load_vocabulary(spiece: str, model_vocab_size: int):
+    """The export's T5SentencePieceVocabulary; ConfigError if it is not the model's."""
+    from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
+
+    try:
+        vocab = T5SentencePieceVocabulary(spiece)
+    except (OSError, ValueError) as error:
+        raise ConfigError(str(error)) from error
+    if vocab.vocab_size > model_vocab_size:
+        raise ConfigError(
+            f"{spiece} has {vocab.vocab_size} ids with its sentinels, the model only "
+            f"{model_vocab_size}: not this model's vocabulary"
+        )
+    return vocab
+
+
+def generations(generation: GenerationConfig, config, params, vocab, inputs):
+    """One output record per input, in order, decoded batch by batch under a progress bar."""
+    import jax
+    import numpy as np
+    from tqdm import tqdm
+
+    from cmrcx.models.t5 import T5ForConditionalGeneration
+
+    model = T5ForConditionalGeneration(config)
+    params = jax.device_put(params)
+    batch_size = min(generation.batch_size, max(len(inputs), 1))  # one batch shape per run
+    key = jax.random.key(generation.seed)
+    starts = range(0, len(inputs), batch_size)
+    for index, start in enumerate(tqdm(starts, desc="generate", unit="batch")):
+        chunk = inputs[start : start + batch_size]
+        ids, mask = padded_batch(
+            [source for _, source in chunk], batch_size, generation.max_input_length,
+            config.pad_token_id,
+        )  # fmt: skip
+        decoded = decode(generation, model, params, ids, mask, jax.random.fold_in(key, index))
+        tokens, lengths = np.asarray(decoded.tokens), np.asarray(decoded.lengths)
+        for row, (written, _) in enumerate(chunk):
+            generated = tokens[row, : lengths[row]].tolist()
+            yield {"input": written, "text": readable_text(vocab, generated), "ids": generated}
+
+
+def main(argv: Sequence[str]) -> None:
+    args = parse_flags(argv)
+    generation = generation_config(args)
+    input_path, output = launch.resolve_path(args.input), launch.resolve_path(args.output)
+    if not os.path.isfile(input_path):
+        raise ConfigError(f"input file not found: {input_path}")
+    config, params, spiece = load_export(launch.resolve_path(args.checkpoint))
+    generation = generation.checked(config.vocab_size)
+    launch.prepare_process()  # before the vocabulary imports TensorFlow
+    vocab = load_vocabulary(spiece, config.vocab_size)
+    inputs = read_inputs(input_path, vocab, config.vocab_size, generation.max_input_length)
+    if generation.decoder_start_token_id is not None:
+        config = dataclasses.replace(
+            config, decoder_start_token_id=generation.decoder_start_token_id
+        )
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    with open(output, "w", encoding="utf-8") as out:
+        for record in generations(generation, config, params, vocab, inputs):
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    print(f"wrote {len(inputs)} generations to {output}")
+
+
+if __name__ == "__main__":
+    launch.main_guard(main)

@@ -1,0 +1,59 @@
+"""Model API for sequence classification (single sentence or pair): CLUE's classifiers.
+
+A batch (int32, leading axis [batch]):
+  input_ids, token_type_ids, input_mask: [batch, length]
+  label: [batch] class index (training)      example_mask: [batch], 0 for padding
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from cmrcx.model_api.base import summed_cross_entropy
+from cmrcx.models.bert import BertConfig, BertForSequenceClassification
+
+TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
+
+
+class ClassificationModel:
+    """BERT + pooled [CLS] -> dropout -> linear, softmax cross-entropy."""
+
+    score_keys = (*TOKEN_KEYS, "example_mask")
+    train_keys = (*score_keys, "label")
+    encoder_name = "bert"
+
+    def __init__(self, config: BertConfig, num_classes: int, max_length: int):
+        self.config, self.num_classes, self.max_length = config, num_classes, max_length
+        self.module = BertForSequenceClassification(config, num_classes)
+
+    def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
+        batch = {k: np.zeros([batch_size, self.max_length], np.int32) for k in TOKEN_KEYS}
+        batch["label"] = np.zeros([batch_size], np.int32)
+        batch["example_mask"] = np.ones([batch_size], np.int32)
+        return batch
+
+    def init(self, rng: jax.Array, batch: dict):
+        return self.module.init(
+            rng, batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
+        )
+
+    def _logits(self, params, batch, dropout_rng=None):
+        deterministic = dropout_rng is None
+        return self.module.apply(
+            {"params": params},
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["input_mask"],
+            deterministic=deterministic,
+            rngs=None if deterministic else {"dropout": dropout_rng},
+        )
+
+    def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):
+        """Summed cross-entropy to the label, and counts (sums over real rows)."""
+        logits = self._logits(params, batch, dropout_rng)
+        return summed_cross_entropy(logits, batch["label"], batch["example_mask"])
+
+    def score_batch(self, params, batch: dict) -> jax.Array:
+        """logits: float32 [batch, num_classes]."""
+        return self._logits(params, batch)

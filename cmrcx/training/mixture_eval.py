@@ -1,0 +1,171 @@
+"""Mixture evaluation: every task of a benchmark that has a run, one table, one upload.
+
+`python -m cmrcx.eval --mixture=clue --runs_root=DIR [--split validation|test]` looks for
+`DIR/<task>/run_config.json` (written by `cmrcx.train`) for each task of the mixture,
+evaluates the latest checkpoint of each run with that run's own settings, prints the
+paper's table (Table 2 of the CLUE paper: one row, the average over the tasks present,
+the missing ones named) and writes `DIR/<mixture>_<split>_results.json`. For `test` it
+gathers every task's official submission file under `DIR/submission/` and packs them into
+`DIR/<mixture>_submission.zip`, ready to upload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import zipfile
+
+from cmrcx import launch
+from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
+
+# Table 2's columns, in its order: (column, tasks that fill it, the preferred first). The
+# leaderboard's current versions (1.1) come before the 1.0 ones.
+CLUE_TABLE_2 = (
+    ("TNEWS", ("clue_tnews11", "clue_tnews10")),
+    ("IFLYTEK", ("clue_iflytek",)),
+    ("CLUEWSC2020", ("clue_cluewsc11", "clue_cluewsc10")),
+    ("AFQMC", ("clue_afqmc",)),
+    ("CSL", ("clue_csl",)),
+    ("OCNLI", ("clue_ocnli",)),
+    ("CMRC", ("clue_cmrc2018",)),
+    ("ChID", ("clue_chid",)),
+    ("C3", ("clue_c3",)),
+)
+# Evaluated and submitted too, but not in Table 2's average.
+CLUE_EXTRA = (("CMNLI", ("clue_cmnli",)),)
+# mixture -> (columns averaged, extra columns, the metric of each task: Table 2's caption
+# "We report EM for CMRC 2018 and accuracy for all other tasks").
+MIXTURES = {
+    "clue": (CLUE_TABLE_2, CLUE_EXTRA),
+    "clue_classification": (
+        tuple(c for c in CLUE_TABLE_2 if c[0] not in ("CMRC", "ChID", "C3")),
+        CLUE_EXTRA,
+    ),
+}
+METRICS = {"clue_cmrc2018": "em"}  # every other task: accuracy
+
+
+@dataclasses.dataclass
+class TaskResult:
+    column: str
+    task: str
+    step: int
+    metrics: dict[str, float]
+    submission: str | None  # the official file written (test split)
+
+
+def _find_run(runs_root: str, tasks: tuple[str, ...]) -> tuple[str, str] | None:
+    for task in tasks:
+        run_dir = os.path.join(runs_root, task)
+        if os.path.isfile(os.path.join(run_dir, launch.RUN_CONFIG_FILE)):
+            return task, run_dir
+    return None
+
+
+def _evaluate_run(run: launch.RunConfig, split: str) -> tuple[int, dict[str, float]]:
+    from cmrcx.training.runner import Runner
+
+    runner = Runner(run.checked(), for_training=False)
+    step, state = runner.restore()
+    return step, runner.evaluate(state, step, split)
+
+
+def _submission_file(run: launch.RunConfig) -> str | None:
+    row = CLUE_TASKS.get(run.task)
+    path = os.path.join(run.model_dir, "submission", row.submission_file) if row else None
+    return path if path and os.path.isfile(path) else None
+
+
+def evaluate_mixture(
+    mixture: str, runs_root: str, split: str = "validation", diagnostics_dir: str | None = None
+) -> dict:
+    """Evaluates every run of the mixture under runs_root; returns the results JSON data."""
+    if mixture not in MIXTURES:
+        raise launch.ConfigError(f"--mixture {mixture!r}: use one of {', '.join(MIXTURES)}")
+    if not os.path.isdir(runs_root):
+        raise launch.ConfigError(f"--runs_root {runs_root} is not a directory")
+    columns, extra = MIXTURES[mixture]
+    results: list[TaskResult] = []
+    missing = []
+    for column, tasks in (*columns, *extra):
+        found = _find_run(runs_root, tasks)
+        if found is None:
+            missing.append(column)
+            continue
+        task, run_dir = found
+        run = dataclasses.replace(launch.read_run_config(run_dir), model_dir=run_dir)
+        print(f"--- {column}: {task} ({run_dir})", flush=True)
+        step, metrics = _evaluate_run(run, split)
+        results.append(TaskResult(column, task, step, metrics, _submission_file(run)))
+        if task == "clue_cmnli" and split == "test" and diagnostics_dir:
+            # CLUE prescribes the diagnostics set be predicted by the CMNLI model.
+            run = dataclasses.replace(run, task="clue_diagnostics", data_dir=diagnostics_dir)
+            step, metrics = _evaluate_run(run, "test")
+            results.append(TaskResult("diagnostics", run.task, step, {}, _submission_file(run)))
+    summary = _summary(mixture, split, columns, results, missing)
+    if split == "test":
+        summary["submission_zip"] = _pack_submission(mixture, runs_root, results)
+    path = os.path.join(runs_root, f"{mixture}_{split}_results.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1, ensure_ascii=False)
+    print(format_table(summary))
+    print(f"results: {path}")
+    return summary
+
+
+def _summary(mixture, split, columns, results: list[TaskResult], missing) -> dict:
+    scores = {}
+    for result in results:
+        metric = METRICS.get(result.task, "accuracy")
+        if metric in result.metrics:
+            scores[result.column] = result.metrics[metric]
+    in_average = [scores[c] for c, _ in columns if c in scores]
+    return {
+        "mixture": mixture,
+        "split": split,
+        "columns": [c for c, _ in columns],
+        "scores": scores,
+        "average": sum(in_average) / len(in_average) if in_average else None,
+        "averaged_over": [c for c, _ in columns if c in scores],
+        "missing": missing,
+        "runs": [dataclasses.asdict(r) for r in results],
+    }
+
+
+def format_table(summary: dict) -> str:
+    """Table 2's layout: one row, Avg then each task; '-' where there is no score."""
+    columns = ["Avg", *summary["columns"]]
+    extra = [r["column"] for r in summary["runs"] if r["column"] not in summary["columns"]]
+    values = [summary["average"], *(summary["scores"].get(c) for c in summary["columns"])]
+    values += [summary["scores"].get(c) for c in extra]
+    columns += extra
+    cells = ["-" if v is None else f"{v:.2f}" for v in values]
+    widths = [max(len(c), len(v)) for c, v in zip(columns, cells, strict=True)]
+    lines = [
+        f"{summary['mixture']} {summary['split']}",
+        "  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)),
+        "  ".join(v.rjust(w) for v, w in zip(cells, widths, strict=True)),
+    ]
+    if summary["averaged_over"] and summary["missing"]:
+        lines.append(f"Avg over {len(summary['averaged_over'])} of {len(summary['columns'])} tasks")
+    if summary["missing"]:
+        lines.append(f"missing (no run under runs_root): {', '.join(summary['missing'])}")
+    return "\n".join(lines)
+
+
+def _pack_submission(mixture: str, runs_root: str, results: list[TaskResult]) -> str:
+    """Copies each official file to runs_root/submission/ and zips them (files at the top)."""
+    directory = os.path.join(runs_root, "submission")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(runs_root, f"{mixture}_submission.zip")
+    with zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_DEFLATED) as archive:
+        for result in results:
+            if result.submission:
+                name = os.path.basename(result.submission)
+                shutil.copyfile(result.submission, os.path.join(directory, name))
+                archive.write(result.submission, arcname=name)
+    os.replace(path + ".tmp", path)
+    print(f"submission: {path}")
+    return path

@@ -1,0 +1,153 @@
+"""CLUE classification on the generic runner: gin files of Table 7, a tiny run end to end
+(train, evaluate, restore, test-split submission), mismatched MODEL_DIRs, and the mixture
+evaluation's table, JSON and submission zip."""
+
+import importlib.util
+import json
+import pathlib
+import zipfile
+
+import gin
+import numpy as np
+import pytest
+
+from cmrcx import launch
+from cmrcx.benchmarks.clue.submission import read_submission
+from cmrcx.launch import ConfigError, package_path
+from cmrcx.training.mixture_eval import evaluate_mixture
+from cmrcx.training.runner import Runner
+
+
+def _load_tool(name: str):
+    path = pathlib.Path(__file__).resolve().parent.parent / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_clue_gin = _load_tool("make_clue_gin")
+SAMPLE = package_path("data/clue_sample/afqmc_public")
+
+
+@pytest.fixture(autouse=True)
+def clean_gin():
+    gin.clear_config()
+    yield
+    gin.clear_config()
+
+
+@pytest.fixture(scope="module")
+def tfds_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("tfds"))
+
+
+def test_generated_gin_files_are_current():
+    assert make_clue_gin.main(["--check"]) == 0
+
+
+# (experiment, batch, length, epochs, learning rate, hidden size): Table 7 cells.
+CELLS = [
+    ("clue_afqmc_bert.gin", 16, 128, 3.0, 2e-5, 768),
+    ("clue_iflytek_roberta_wwm_ext_large.gin", 24, 128, 3.0, 2e-5, 1024),
+    ("clue_iflytek_ernie.gin", 32, 128, 3.0, 2e-5, 768),
+    ("clue_ocnli_roberta_wwm_ext.gin", 32, 128, 3.0, 3e-5, 768),
+    ("clue_cluewsc11_bert.gin", 8, 128, 50.0, 2e-5, 768),
+    ("clue_csl_roberta_large.gin", 4, 256, 5.0, 5e-6, 1024),
+    ("clue_csl_bert_wwm_ext.gin", 4, 256, 5.0, 1e-5, 768),
+    ("clue_cmnli_bert.gin", 16, 128, 2.0, 3e-5, 768),
+]
+
+
+@pytest.mark.parametrize("experiment, batch, length, epochs, lr, hidden", CELLS)
+def test_table_7_cells(experiment, batch, length, epochs, lr, hidden):
+    launch.parse_gin([experiment], [])
+    run = launch.RunConfig()
+    assert experiment.startswith(run.task + "_")
+    assert (run.batch_size, run.max_length, run.num_epochs, run.learning_rate) == (
+        batch, length, epochs, lr,
+    )  # fmt: skip
+    assert run.model.hidden_size == hidden and run.require_pretrained
+    assert (run.adam_epsilon, run.warmup_fraction, run.eval_split) == (1e-8, 0.1, "validation")
+
+
+def test_every_clue_gin_parses():
+    for path in sorted(make_clue_gin.generated_files()):
+        gin.clear_config()
+        launch.parse_gin([path.name], [])
+        run = launch.RunConfig()
+        assert path.name.startswith(run.task + "_"), path.name
+
+
+def tiny_run(model_dir, tfds_cache, *extra, experiment="clue_afqmc_tiny.gin"):
+    gin.clear_config()
+    launch.parse_gin(
+        [experiment, "local_tiny.gin"],
+        [
+            f"MODEL_DIR = '{model_dir}'",
+            f"DATA_DIR = '{SAMPLE}'",
+            "RunConfig.num_train_steps = 3",
+            "RunConfig.max_length = 64",
+            f"RunConfig.tfds_cache_dir = '{tfds_cache}'",
+            *extra,
+        ],
+    )
+    return launch.run_config_from_gin()
+
+
+def test_tiny_run_trains_evaluates_restores_and_submits(tmp_path, tfds_cache):
+    run = tiny_run(tmp_path / "afqmc", tfds_cache)
+    runner = Runner(run)
+    state, losses = runner.train()
+    assert [step for step, _ in losses] == [3] and np.isfinite(losses[0][1])
+    trained = runner.evaluate(state, 3)
+    assert set(trained) == {"accuracy"} and 0 <= trained["accuracy"] <= 100
+    predictions = tmp_path / "afqmc" / "predictions" / "clue_afqmc_tiny_validation.json"
+    lines = read_submission("clue_afqmc", predictions)
+    assert [line.id for line in lines] == list(range(16))
+    gold = [json.loads(x)["label"] for x in open(f"{SAMPLE}/dev.json", encoding="utf-8")]
+    accuracy = 100 * np.mean([line.label == g for line, g in zip(lines, gold, strict=True)])
+    assert trained["accuracy"] == pytest.approx(accuracy)  # targets from the task = the file's
+
+    restored_runner = Runner(run, for_training=False)
+    step, restored = restored_runner.restore()
+    assert step == 3 and restored_runner.evaluate(restored, step) == pytest.approx(trained)
+    assert restored_runner.evaluate(restored, step, "test") == {}
+    submission = tmp_path / "afqmc" / "submission" / "afqmc_predict.json"
+    assert len(read_submission("clue_afqmc", submission)) == 16
+
+
+def test_experiment_gin_with_tiny_overlay(tmp_path, tfds_cache):
+    run = tiny_run(tmp_path / "x", tfds_cache, experiment="clue_afqmc_roberta_wwm_ext.gin")
+    assert run.pretrained is None and run.task == "clue_afqmc"
+    state, losses = Runner(run).train()
+    assert [step for step, _ in losses] == [3]
+
+
+def test_a_model_dir_refuses_another_geometry_or_task(tmp_path, tfds_cache):
+    Runner(tiny_run(tmp_path / "run", tfds_cache)).train()
+    other = tiny_run(tmp_path / "run", tfds_cache, "cmrcx.BertConfig.hidden_size = 64")
+    with pytest.raises(ConfigError, match=r"RunConfig.model.hidden_size=.*this run has"):
+        Runner(other)
+    other = tiny_run(tmp_path / "run", tfds_cache, "RunConfig.task = 'clue_tnews11'")
+    with pytest.raises(ConfigError, match="RunConfig.task='clue_afqmc'.*'clue_tnews11'"):
+        Runner(other)
+    # Compute options may change between sessions.
+    Runner(tiny_run(tmp_path / "run", tfds_cache, "cmrcx.BertConfig.remat_policy = 'full'"))
+
+
+def test_mixture_evaluation_table_json_and_zip(tmp_path, tfds_cache, capsys):
+    runs_root = tmp_path / "runs"
+    Runner(tiny_run(runs_root / "clue_afqmc", tfds_cache)).train()
+    summary = evaluate_mixture("clue", str(runs_root), "validation")
+    assert list(summary["scores"]) == ["AFQMC"] and summary["average"] == summary["scores"]["AFQMC"]
+    assert summary["missing"][:3] == ["TNEWS", "IFLYTEK", "CLUEWSC2020"]
+    out = capsys.readouterr().out
+    assert "Avg  TNEWS  IFLYTEK  CLUEWSC2020  AFQMC" in out and "missing" in out
+    saved = json.loads((runs_root / "clue_validation_results.json").read_text())
+    assert saved["scores"] == summary["scores"]
+    evaluate_mixture("clue", str(runs_root), "test")
+    with zipfile.ZipFile(runs_root / "clue_submission.zip") as archive:
+        assert archive.namelist() == ["afqmc_predict.json"]
+    with pytest.raises(ConfigError, match="--mixture 'glue'"):
+        evaluate_mixture("glue", str(runs_root))

@@ -1,0 +1,67 @@
+"""tools/reproduce_clue.sh end to end with a tiny random BERT, 2 steps per task: AFQMC (the
+bundled sample) and CMNLI plus the diagnostics set (tests/test_clue_fixtures.py); the other
+tasks' folders are missing and must be skipped and named."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
+
+from cmrcx.launch import package_path
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "reproduce_clue.sh"
+
+
+def test_reproduce_clue_trains_present_tasks_and_writes_row_and_submission(tmp_path):
+    data_root = tmp_path / "clue"
+    shutil.copytree(package_path("data/clue_sample/afqmc_public"), data_root / "afqmc_public")
+    cmnli = write_task_dir(data_root, "clue_cmnli")  # train.json, test.json
+    write_lines(cmnli / "dev.json", FIXTURES["clue_cmnli"]["labelled"][1])
+    write_task_dir(data_root, "clue_diagnostics")  # predicted by the CMNLI run
+    runs = tmp_path / "runs"
+    extra = [
+        "--gin_file=local_tiny.gin",  # tiny BERT, tiny vocabulary, random weights
+        "--gin.PRETRAINED=None",  # after the script's own binding: this one wins
+        "--gin.RunConfig.vocabulary_name='tiny'",
+        "--gin.RunConfig.num_train_steps=2",
+        "--gin.RunConfig.max_length=64",
+        f"--gin.RunConfig.tfds_cache_dir='{tmp_path}/tfds'",
+    ]
+    out = subprocess.run(
+        ["bash", str(SCRIPT), "bert", str(data_root), str(tmp_path / "no_export"), str(runs)]
+        + extra,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    for task in ("clue_tnews11", "clue_iflytek", "clue_cluewsc11", "clue_csl", "clue_ocnli"):
+        assert f"skip {task}" in out.stderr
+    assert "skip clue_afqmc" not in out.stderr and "skip clue_cmnli" not in out.stderr
+    lines = out.stdout.splitlines()
+    # The dev table (cmrcx.eval --mixture=clue): one row with an AFQMC score.
+    start = lines.index("clue validation")
+    header, row = lines[start + 1].split(), lines[start + 2].split()
+    scores = dict(zip(header, row, strict=True))
+    assert 0.0 <= float(scores["AFQMC"]) <= 100.0
+    assert 0.0 <= float(scores["CMNLI"]) <= 100.0  # trained and scored, not in the average
+    assert float(scores["Avg"]) == float(scores["AFQMC"])
+    assert scores["TNEWS"] == "-"
+    missing = next(line for line in lines[start:] if line.startswith("missing"))
+    for column in ("TNEWS", "IFLYTEK", "CLUEWSC2020", "CSL", "OCNLI"):
+        assert column in missing
+    assert "AFQMC" not in missing and "CMNLI" not in missing
+    results = json.loads((runs / "clue_validation_results.json").read_text(encoding="utf-8"))
+    assert set(results["scores"]) == {"AFQMC", "CMNLI"}
+    with zipfile.ZipFile(runs / "clue_submission.zip") as archive:
+        names = sorted(archive.namelist())
+    assert names == ["afqmc_predict.json", "cmnli_predict.json", "diagnostics_predict.json"]
+    # The paper's row for comparison, last.
+    assert lines[-3] == "paper Table 2 (test), BERT-base"
+    assert lines[-1].split()[:7] == ["69.20", "56.58", "60.29", "63.45", "73.70", "80.36", "72.20"]

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Reproduce one model's row of the CLUE paper's Table 2 (classification tasks).
+#
+#   tools/reproduce_clue.sh MODEL CLUE_DATA_ROOT PRETRAINED_EXPORT RUNS_ROOT [gin flags...]
+#
+# MODEL              bert | bert_wwm_ext | ernie | roberta_large | roberta_wwm_ext |
+#                    roberta_wwm_ext_large (gin_configs/clue_<task>_<MODEL>.gin, Table 7)
+# CLUE_DATA_ROOT     the unpacked official downloads: tnews_public/, iflytek_public/,
+#                    cluewsc2020_public/, afqmc_public/, csl_public/, ocnli_public/,
+#                    cmnli_public/ (and clue_diagnostics_public/); a missing one is skipped
+# PRETRAINED_EXPORT  a cmrcx export of the released checkpoint (python -m cmrcx.convert)
+# RUNS_ROOT          one run per task: RUNS_ROOT/<task>/
+# gin flags          appended to every training run, after the experiment file (e.g.
+#                    --gin_file=local_tiny.gin --gin.RunConfig.num_train_steps=2)
+#
+# Trains each task present (TNEWS 1.1, IFLYTEK, CLUEWSC2020 1.1, AFQMC, CSL, OCNLI, CMNLI),
+# then `cmrcx.eval --mixture=clue`: the dev row (RUNS_ROOT/clue_validation_results.json)
+# and the test predictions (RUNS_ROOT/clue_submission.zip, for the CLUE leaderboard).
+# Prints the paper's published row for MODEL last, for comparison.
+set -euo pipefail
+if [ $# -lt 4 ]; then sed -n '2,19p' "$0"; exit 2; fi
+MODEL=$1; DATA_ROOT=$(realpath "$2"); PRETRAINED=$(realpath -m "$3")
+RUNS_ROOT=$(realpath -m "$4"); shift 4
+PYTHON=${PYTHON:-python}
+# Table 2's classification columns in its order, then CMNLI (trained, not in Table 2).
+TASKS="clue_tnews11 clue_iflytek clue_cluewsc11 clue_afqmc clue_csl clue_ocnli clue_cmnli"
+GIN_DIR=$(dirname "$(realpath "$0")")/../gin_configs
+if [ ! -f "$GIN_DIR/clue_afqmc_$MODEL.gin" ]; then
+  echo "unknown MODEL $MODEL: no gin_configs/clue_afqmc_$MODEL.gin" >&2; exit 2
+fi
+# The official folder name of each task (and of the diagnostics set) from the task table.
+declare -A PUBLIC_DIR
+while read -r task dir; do PUBLIC_DIR[$task]=$dir; done < <(
+  "$PYTHON" -c 'from cmrcx.benchmarks.clue.tasks import TASKS
+for row in TASKS.values(): print(row.name, row.public_dir)')
+
+mkdir -p "$RUNS_ROOT"
+trained=0
+for task in $TASKS; do
+  data="$DATA_ROOT/${PUBLIC_DIR[$task]}"
+  if [ ! -d "$data" ]; then echo "skip $task: no $data" >&2; continue; fi
+  run="$RUNS_ROOT/$task"
+  mkdir -p "$run"
+  echo "=== train $task ($MODEL) -> $run" >&2
+  "$PYTHON" -m cmrcx.train --gin_file="${task}_$MODEL.gin" --gin.MODEL_DIR="'$run'" \
+    --gin.DATA_DIR="'$data'" --gin.PRETRAINED="'$PRETRAINED'" "$@" \
+    | tail -n 1 > "$run/dev_metrics.json"
+  trained=$((trained + 1))
+done
+if [ "$trained" -eq 0 ]; then echo "no task folder found under $DATA_ROOT" >&2; exit 1; fi
+
+"$PYTHON" -m cmrcx.eval --mixture=clue --runs_root="$RUNS_ROOT" --split validation
+# The diagnostics set is only predicted (by the CMNLI run) for the test submission.
+diagnostics=()
+if [ -d "$DATA_ROOT/${PUBLIC_DIR[clue_diagnostics]}" ]; then
+  diagnostics=(--diagnostics_dir "$DATA_ROOT/${PUBLIC_DIR[clue_diagnostics]}")
+fi
+"$PYTHON" -m cmrcx.eval --mixture=clue --runs_root="$RUNS_ROOT" --split test "${diagnostics[@]}"
+
+# Published: Table 2 of Xu et al., COLING 2020 (/work/shared/papers/
+# clue_xu_et_al_coling2020.md), test accuracy (EM for CMRC). The paper's Avg is over all
+# nine tasks, MRC included; Avg6 (over the six classification tasks) is computed here.
+"$PYTHON" - "$MODEL" <<'PY'
+import sys
+
+COLUMNS = ("Avg", "TNEWS", "IFLYTEK", "CLUEWSC2020", "AFQMC", "CSL", "OCNLI", "CMRC", "ChID", "C3")
+TABLE_2 = {
+    "bert": ("BERT-base", (69.20, 56.58, 60.29, 63.45, 73.70, 80.36, 72.20, 69.72, 82.04, 64.50)),
+    "bert_wwm_ext": ("BERT-wwm-ext-base",
+                     (70.27, 56.84, 59.43, 62.41, 74.07, 80.63, 74.42, 73.23, 82.90, 68.50)),
+    "ernie": ("ERNIE-base", (69.72, 58.33, 58.96, 63.44, 73.83, 79.10, 74.11, 73.32, 82.28, 64.10)),
+    "roberta_large": ("RoBERTa-large",
+                      (71.01, 57.86, 62.55, 62.44, 74.02, 81.36, 76.82, 76.11, 84.50, 63.44)),
+    "roberta_wwm_ext": ("RoBERTa-wwm-ext-base",
+                        (71.17, 56.94, 60.31, 72.07, 74.04, 81.00, 74.72, 73.89, 83.62, 63.90)),
+    "roberta_wwm_ext_large": ("RoBERTa-wwm-ext-large",
+                              (74.90, 58.61, 62.98, 81.38, 76.55, 82.13, 78.20, 76.58, 85.37, 72.32)),
+}
+name, values = TABLE_2[sys.argv[1]]
+columns = (*COLUMNS, "Avg6")
+cells = [f"{v:.2f}" for v in (*values, sum(values[1:7]) / 6)]
+widths = [max(len(c), len(v)) for c, v in zip(columns, cells)]
+print(f"paper Table 2 (test), {name}")
+print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
+print("  ".join(v.rjust(w) for v, w in zip(cells, widths)))
+PY
