@@ -267,6 +267,18 @@ def read_run_config(model_dir: str) -> RunConfig | None:
         raise ConfigError(f"{path} is unreadable ({error}); remove it to start afresh") from error
 
 
+def model_differences(saved, model) -> list[tuple[str, object, object]]:
+    """[(RunConfig.model.FIELD, saved value, value)] where two network configs differ in
+    what the parameters mean (compute options and dropout rates may differ)."""
+    if type(saved) is not type(model):
+        return [("RunConfig.model", type(saved).__name__, type(model).__name__)]
+    return [
+        (f"RunConfig.model.{f.name}", getattr(saved, f.name), getattr(model, f.name))
+        for f in dataclasses.fields(model)
+        if f.name not in _FREE_MODEL_FIELDS and getattr(saved, f.name) != getattr(model, f.name)
+    ]
+
+
 def check_same_run(saved: RunConfig, run: RunConfig, model_dir: str) -> None:
     """ConfigError naming the field if `run` cannot continue the checkpoints of `saved`."""
     differences = [
@@ -277,17 +289,7 @@ def check_same_run(saved: RunConfig, run: RunConfig, model_dir: str) -> None:
     row = CLUE_TASKS.get(run.task)
     if row is not None and row.predicted_by == saved.task:  # diagnostics by the CMNLI model
         differences = [d for d in differences if d[0] != "RunConfig.task"]
-    if type(saved.model) is not type(run.model):
-        differences.append(
-            ("RunConfig.model", type(saved.model).__name__, type(run.model).__name__)
-        )
-    else:
-        differences += [
-            (f"RunConfig.model.{f.name}", getattr(saved.model, f.name), getattr(run.model, f.name))
-            for f in dataclasses.fields(run.model)
-            if f.name not in _FREE_MODEL_FIELDS
-            and getattr(saved.model, f.name) != getattr(run.model, f.name)
-        ]
+    differences += model_differences(saved.model, run.model)
     if differences:
         field, before, now = differences[0]
         raise ConfigError(

@@ -151,3 +151,18 @@ def test_mixture_evaluation_table_json_and_zip(tmp_path, tfds_cache, capsys):
         assert archive.namelist() == ["afqmc_predict.json"]
     with pytest.raises(ConfigError, match="--mixture 'glue'"):
         evaluate_mixture("glue", str(runs_root))
+
+
+def test_a_pretrained_export_of_another_activation_is_refused(tmp_path, tfds_cache):
+    """Same shapes, different meaning (ERNIE's relu): not fine-tuned silently as GeLU."""
+    import dataclasses
+
+    from cmrcx.training import checkpoints
+
+    runner = Runner(tiny_run(tmp_path / "a", tfds_cache))
+    state = runner.trainer.init_state()
+    relu = dataclasses.replace(runner.run.model, hidden_act="relu")
+    checkpoints.export_params(str(tmp_path / "export"), state.params["bert"], relu)
+    run = tiny_run(tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'")
+    with pytest.raises(ConfigError, match=r"hidden_act='relu'.*'gelu'"):
+        Runner(run).train()

@@ -168,6 +168,15 @@ class Runner:
         return step, self.checkpoints.restore(step, self.trainer.abstract_state)
 
     def _with_pretrained_encoder(self, state):
+        exported = checkpoints.read_model_config(self.run.pretrained)
+        differences = launch.model_differences(exported, self.run.model)
+        if differences:
+            field, saved, model = differences[0]
+            raise ConfigError(
+                f"PRETRAINED {self.run.pretrained} has {field.split('.')[-1]}={saved!r} in its "
+                f"model_config.json, the gin model has {model!r} ({field}): include the "
+                "models/*.gin file of this checkpoint"
+            )
         name = self.model.encoder_name
         abstract_encoder = self.trainer.abstract_state.params[name]
         restored = checkpoints.load_params(self.run.pretrained, None)
