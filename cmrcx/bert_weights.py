@@ -8,7 +8,7 @@ HuggingFace names (`tf_to_hf_name`), so both formats share the table, and
 exporting back to HuggingFace is the same table read the other way.
 
 Tensors a source holds beyond the encoder are sorted into two kinds: known
-pretraining-only ones (MLM/NSP heads, optimizer slots, step counters), which
+ones outside the encoder (MLM/NSP and task heads, optimizer slots, step counters), which
 are dropped and counted, and everything else, which is an error listing them.
 The one tensor group a source may lack is the pooler: `with_fresh_pooler` adds
 a freshly initialised one (`BertForMaskedLM` saves none); any other missing
@@ -25,9 +25,17 @@ import numpy as np
 
 from cmrcx.models.bert import BertConfig
 
-# Not part of the encoder; dropped (and reported) on conversion.
-DROPPED_HF = re.compile(r"^(cls\.|embeddings\.position_ids$|pooler\.position_ids$)")
-DROPPED_TF = re.compile(r"(^cls/|^global_step$|/adam_[mv]$|^bad_steps$|^good_steps$|^loss_scale$)")
+# Not part of the encoder; dropped (and reported) on conversion: pretraining heads (cls.),
+# and the task heads of fine-tuned checkpoints (transformers' BertForSequenceClassification
+# / ForMultipleChoice `classifier.`, ForQuestionAnswering `qa_outputs.`; Google's
+# run_classifier.py `output_weights` / `output_bias`).
+DROPPED_HF = re.compile(
+    r"^(cls\.|classifier\.|qa_outputs\.|embeddings\.position_ids$|pooler\.position_ids$)"
+)
+DROPPED_TF = re.compile(
+    r"(^cls/|^output_weights$|^output_bias$|^global_step$|/adam_[mv]$|^bad_steps$"
+    r"|^good_steps$|^loss_scale$)"
+)
 
 # The pooler, which `transformers.BertForMaskedLM` (built with add_pooling_layer=False)
 # does not save; many released Chinese BERTs come from it. Fine-tuning heads that

@@ -101,7 +101,7 @@ def _convert_bert(source: str, out: str) -> None:
     dropped, fresh = release.dropped, release.fresh
     if dropped:
         shown = ", ".join(dropped[:6]) + (" ..." if len(dropped) > 6 else "")
-        print(f"dropped {len(dropped)} pretraining-only tensors (heads, optimizer): {shown}")
+        print(f"dropped {len(dropped)} tensors outside the encoder (heads, optimizer): {shown}")
     if fresh:
         print(
             f"initialised fresh ({len(fresh)}): {', '.join(fresh)} "

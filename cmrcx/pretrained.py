@@ -60,7 +60,7 @@ class PretrainedRelease(NamedTuple):
 
     config: BertConfig
     params: dict  # the params["bert"] tree, layers stacked, float32
-    dropped: list[str]  # pretraining-only tensors left out (heads, optimizer slots)
+    dropped: list[str]  # tensors outside the encoder left out (heads, optimizer slots)
     source: str  # "safetensors", "pytorch_model.bin" or "TF checkpoint"
     fresh: list[str]  # HF names initialised fresh: the pooler, when the release has none
     model_type: str | None  # config.json `model_type` (None: a Google bert_config.json)
