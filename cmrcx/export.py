@@ -1,19 +1,23 @@
 """`python -m cmrcx.export --gin_file=NAME.gin --gin.MODEL_DIR=... --out DIR [--format F]`
 
 --format orbax (default): an inference checkpoint, DIR/params (orbax, parameters
-only, no optimizer state), DIR/model_config.json and DIR/vocab.txt. It loads
-with `--gin.PRETRAINED="'DIR'"` (its encoder) or `cmrcx.training.checkpoints.load_params`.
---format hf: the fine-tuned encoder as a HuggingFace BertModel directory
-(config.json, model.safetensors, vocab.txt) that `transformers` loads, to take
-results to other tools (the task head is not part of BertModel and is left out).
+only, no optimizer state), DIR/model_config.json and the vocabulary (DIR/vocab.txt,
+or DIR/spiece.model for T5/LongLM). It loads with `--gin.PRETRAINED="'DIR'"` (its
+encoder), `cmrcx.training.checkpoints.load_params`, or (T5) `cmrcx.generate`.
+--format hf: a HuggingFace directory that `transformers` loads, to take results to
+other tools: BERT runs as a BertModel (config.json, model.safetensors, vocab.txt; the
+task head is not part of BertModel and is left out), T5 runs as a
+T5ForConditionalGeneration (with the tokenizer files next to the vocabulary).
 --step N picks a checkpoint (default: the latest).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from cmrcx import launch
+from cmrcx.models.t5 import T5Config
 
 FLAGS = (
     ("--out", {"required": True, "help": "export directory"}),
@@ -32,16 +36,22 @@ def main(argv) -> None:
     runner = Runner(run, for_training=False)
     step, state = runner.restore(args.step)
     out = launch.resolve_path(args.out)
-    if args.format == "hf":
+    params = jax.device_get(state.params[runner.model.encoder_name])
+    is_t5 = isinstance(run.model, T5Config)
+    if args.format == "hf" and is_t5:
+        from cmrcx.pretrained import write_hf_t5_dir
+
+        write_hf_t5_dir(params, run.model, out, os.path.dirname(run.vocab_file))
+    elif args.format == "hf":
         from cmrcx.pretrained import write_hf_dir
 
-        write_hf_dir(
-            out, jax.device_get(state.params[runner.model.encoder_name]), run.model, run.vocab_file
-        )
+        write_hf_dir(out, params, run.model, run.vocab_file)
     else:
-        extra = {"step": step, "task": runner.train_task}
+        extra = {"step": step, "task": runner.train_task, **({"family": "t5"} if is_t5 else {})}
         checkpoints.export_params(out, state.params, run.model, extra=extra)
-        shutil.copyfile(run.vocab_file, f"{out}/vocab.txt")
+        # vocab.txt (WordPiece) or spiece.model (SentencePiece), under the name readers expect.
+        name = "spiece.model" if is_t5 else "vocab.txt"
+        shutil.copyfile(run.vocab_file, os.path.join(out, name))
     print(f"exported step {step} to {out} ({args.format})")
 
 

@@ -28,8 +28,12 @@ OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
 
 
 # The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
-RUN_TASKS = ("cmrc2019", *CLUE_TASKS)
+# LongLM pretraining: the mixture of both objectives, or one (cmrcx.tasks.longlm.TASKS).
+LONGLM_TASKS = ("longlm_pretrain", "longlm_infilling", "longlm_continuation")
+RUN_TASKS = ("cmrc2019", *CLUE_TASKS, *LONGLM_TASKS)
 _DATA_HINTS = {
+    "longlm": "of the pretraining corpus: a folder of UTF-8 .txt files (novels, stories; "
+    "LOT paper section 4), and RunConfig.validation_data_dir a folder of held-out texts",
     "cmrc2019": "cmrc2019_train.json / cmrc2019_dev.json (https://github.com/ymcui/cmrc2019)",
     "clue": "of the task, the unpacked official folder, e.g. afqmc_public/ holding train.json, "
     "dev.json, test.json (https://github.com/CLUEbenchmark/CLUE)",
@@ -133,7 +137,7 @@ class RunConfig:
     model_dir: str | None = None  # checkpoints, predictions, metrics.jsonl, events
     data_dir: str | None = None  # the task's official files (cmrc2019_*.json; afqmc_public/)
     vocabulary_name: str = "bert_chinese"  # names the SeqIO task: <task>_<name>
-    vocab_file: str | None = None  # vocab.txt; None: PRETRAINED/vocab.txt
+    vocab_file: str | None = None  # vocab.txt / spiece.model; None: PRETRAINED/ that file
     lower_case: bool = True  # lower-case + strip accents (False for cased vocabularies)
     pretrained: str | None = None  # cmrcx export dir with encoder weights; None: random
     require_pretrained: bool = False  # paper configs: refuse to start from random weights
@@ -168,6 +172,10 @@ class RunConfig:
     eval_every: int | None = None  # steps between evaluations; None: at the end only
     decoding: str = "paper"  # CMRC 2019 mode written to predictions/: paper | baseline | assignment
     tfds_cache_dir: str | None = None  # prepared TFDS data; None: ~/.cache/cmrcx/tfds
+    # Seq2seq (LongLM): inputs are max_length tokens, targets target_length (paper: 512/512).
+    target_length: int = 512
+    validation_data_dir: str | None = None  # LongLM: folder of held-out .txt texts
+    max_decoded_examples: int = 16  # LongLM BLEU: texts decoded per objective (paper: 1,000)
 
     def checked(self) -> RunConfig:
         """Paths resolved; ConfigError naming what is missing and how to give it."""
@@ -177,6 +185,7 @@ class RunConfig:
             data_dir=resolve_path(self.data_dir),
             vocab_file=resolve_path(self.vocab_file),
             pretrained=resolve_path(self.pretrained),
+            validation_data_dir=resolve_path(self.validation_data_dir),
         )
         if run.model_dir is None:
             raise ConfigError("MODEL_DIR is not set: add --gin.MODEL_DIR=\"'runs/NAME'\"")
@@ -211,8 +220,12 @@ class RunConfig:
             raise ConfigError(f"train_split 'test' of {run.task} has no answers")
         if run.vocab_file is None:
             if run.pretrained is None:
-                raise ConfigError("VOCAB_FILE is not set and there is no PRETRAINED/vocab.txt")
-            run = dataclasses.replace(run, vocab_file=os.path.join(run.pretrained, "vocab.txt"))
+                raise ConfigError(
+                    "VOCAB_FILE is not set and there is no PRETRAINED to take it from: add "
+                    "--gin.VOCAB_FILE=\"'PATH'\" (vocab.txt, or spiece.model for T5/LongLM)"
+                )
+            name = "spiece.model" if isinstance(run.model, T5Config) else "vocab.txt"
+            run = dataclasses.replace(run, vocab_file=os.path.join(run.pretrained, name))
         if not os.path.isfile(run.vocab_file):
             raise ConfigError(f"vocabulary file not found: {run.vocab_file}")
         return run
@@ -221,7 +234,7 @@ class RunConfig:
 RUN_CONFIG_FILE = "run_config.json"  # MODEL_DIR/run_config.json: the run that made it
 # What a MODEL_DIR's checkpoints are: resuming with another value is an error. Compute
 # options (dtype, remat_policy) and dropout may change between sessions.
-_IDENTITY_FIELDS = ("task", "vocabulary_name", "max_length")
+_IDENTITY_FIELDS = ("task", "vocabulary_name", "max_length", "target_length")
 _FREE_MODEL_FIELDS = (
     "dtype",
     "remat_policy",

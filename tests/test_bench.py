@@ -119,6 +119,42 @@ def test_eval_with_eager_attention():
     )
 
 
+def test_classify_compares_both_sides():
+    """CLUE-style fine-tuning: pooler + 3-way classifier, batch 4 x 64, AdamW."""
+    report = run_bench("classify", *TINY, *TINY_RUN, "--batch", "4", "--classes", "3")
+    _check_side(report["cmrcx"])
+    _check_side(report["torch"])
+    assert report["num_classes"] == 3
+    assert report["cmrcx"]["examples_per_second"] == pytest.approx(
+        4 / report["cmrcx"]["median_step_seconds"]
+    )
+    g = bench.Geometry(layers=2, hidden=64, heads=2, intermediate=128, vocab=512, seq=64, batch=4)
+    assert report["flops_per_step"] == 3 * bench.forward_flops(g, num_classes=3)
+    assert 0 < report["speed_ratio_cmrcx_over_torch"] < math.inf
+
+
+def test_classification_batch_is_a_sentence_pair():
+    g = bench.Geometry(batch=5, seq=16, vocab=300)
+    batch = bench.classification_batch(g, num_classes=3, seed=2)
+    assert {k: v.shape for k, v in batch.items()} == {
+        "input_ids": (5, 16),
+        "token_type_ids": (5, 16),
+        "input_mask": (5, 16),
+        "label": (5,),
+        "example_mask": (5,),
+    }
+    assert all(v.dtype == np.int32 for v in batch.values())
+    assert batch["input_ids"].max() < 300 and batch["label"].max() < 3
+    np.testing.assert_array_equal(batch["token_type_ids"][0], [0] * 8 + [1] * 8)
+
+
+def test_classifier_head_flops():
+    """Pooler h x h and classifier h x C on the [CLS] rows replace the cloze head."""
+    g = bench.Geometry(batch=32, seq=128)
+    encoder = bench.forward_flops(g) - 2 * g.tokens * g.hidden
+    assert bench.forward_flops(g, num_classes=2) == encoder + 2 * 32 * 768 * (768 + 2)
+
+
 def test_input_pipeline_rate():
     report = run_bench("input", "--passages", "30", "--train_step_seconds", "2.0")
     assert report["windows"] > 30

@@ -1,23 +1,28 @@
-"""Benchmarks: cmrcx's BERT cloze step against Hugging Face's PyTorch BERT, the input
-pipeline, and the train step's compiled memory.
+"""Benchmarks: cmrcx's BERT cloze and classification steps against Hugging Face's
+PyTorch BERT, the input pipeline, and the train step's compiled memory.
 
     .venv/bin/python tools/bench.py train [--attn eager] [--json]   # batch 2 x 512
     .venv/bin/python tools/bench.py eval [--json]                   # batch 8 x 512
+    .venv/bin/python tools/bench.py classify [--classes 3] [--json] # batch 32 x 128
     .venv/bin/python tools/bench.py input [--passages 10000] [--json]
     .venv/bin/python tools/bench.py memory [--json]                 # batch 24 x 512
 
-train / eval: each side runs in its own child process (`_worker`), pinned with
+train / eval / classify: each side runs in its own child process (`_worker`), pinned with
 `taskset -c CPUS`, torch with `torch.set_num_threads(len(CPUS))`; the sides alternate
 (cmrcx, torch, cmrcx, torch, ...) for `--rounds`; each child runs `--warmup` steps
 (excluded; the first includes compilation) and then `--steps` timed steps. Reported:
 the median over all timed steps of a side. Both sides: float32, the same geometry, the
 same random token ids, dropout 0.1 on (train), AdamW with global-norm clipping at 1.0.
+classify is a fine-tuning step as CLUE's classifiers (AFQMC, TNEWS, IFLYTEK: max length
+128, CLUE Table 7; batch 32; 2 classes by default, as AFQMC): cmrcx's ClassificationModel
+against transformers' BertForSequenceClassification, sentence pairs of random ids.
 
 FLOPs (matmuls only; embeddings gathers, softmax, LayerNorm, GeLU and the optimizer
 are not counted), for L layers, hidden h, intermediate i, batch b, sequence s, T = b*s:
     forward = L * (2*T*(4*h*h + 2*h*i) + 2*2*b*s*s*h) + 2*T*h
               (Q, K, V, output and the two FFN projections; Q.K^T and probs.V; cloze head)
     train   = 3 * forward (the backward pass does two matmuls per forward matmul)
+classify replaces the cloze head by the pooler and classifier: 2*b*h*h + 2*b*h*C.
 BERT-base at b=2, s=512: forward 193 GFLOP, train 580 GFLOP. The rate is compared with a
 2048^3 float32 `jnp.dot` (2*2048^3 FLOP) timed in the cmrcx process.
 """
@@ -86,15 +91,23 @@ PRESETS = {
 GEOMETRY_FIELDS = [f.name for f in dataclasses.fields(Geometry)]
 
 
-def forward_flops(g: Geometry) -> float:
-    """Matmul FLOPs of one forward pass (formula in the module docstring)."""
+def forward_flops(g: Geometry, num_classes: int = 0) -> float:
+    """Matmul FLOPs of one forward pass (formula in the module docstring).
+
+    num_classes 0: the cloze head; else the pooler and a `num_classes` classifier.
+    """
     dense = 2 * g.tokens * (4 * g.hidden**2 + 2 * g.hidden * g.intermediate)
     attention = 2 * 2 * g.batch * g.seq**2 * g.hidden
-    return g.layers * (dense + attention) + 2 * g.tokens * g.hidden
+    if num_classes:
+        head = 2 * g.batch * g.hidden * (g.hidden + num_classes)
+    else:
+        head = 2 * g.tokens * g.hidden
+    return g.layers * (dense + attention) + head
 
 
-def step_flops(g: Geometry, mode: str) -> float:
-    return (3 if mode == "train" else 1) * forward_flops(g)
+def step_flops(g: Geometry, mode: str, num_classes: int = 0) -> float:
+    """Forward FLOPs for eval; 3x for a train or classify (fine-tuning) step."""
+    return (1 if mode == "eval" else 3) * forward_flops(g, num_classes)
 
 
 def synthetic_batch(g: Geometry, seed: int = 0) -> dict[str, np.ndarray]:
@@ -119,6 +132,29 @@ def synthetic_batch(g: Geometry, seed: int = 0) -> dict[str, np.ndarray]:
         "target_blank": rng.integers(0, blanks, [b], dtype=np.int32),
         "example_mask": np.ones([b], np.int32),
     }
+
+
+def classification_batch(g: Geometry, num_classes: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """A sentence-pair batch (int32) as AFQMC's: two halves, token types 0 and 1.
+
+    input_ids, token_type_ids, input_mask: [batch, seq]; label, example_mask: [batch].
+    """
+    rng = np.random.default_rng(seed)
+    b, s = g.batch, g.seq
+    return {
+        "input_ids": rng.integers(104, g.vocab, [b, s], dtype=np.int32),
+        "token_type_ids": (np.arange(s)[None, :] >= s // 2).repeat(b, 0).astype(np.int32),
+        "input_mask": np.ones([b, s], np.int32),
+        "label": rng.integers(0, num_classes, [b], dtype=np.int32),
+        "example_mask": np.ones([b], np.int32),
+    }
+
+
+def bench_batch(args, g: Geometry) -> dict[str, np.ndarray]:
+    """The worker's batch: a cloze window batch, or a classification batch for classify."""
+    if args.mode == "classify":
+        return classification_batch(g, args.classes, args.seed)
+    return synthetic_batch(g, args.seed)
 
 
 def measured_steps(step, warmup: int, steps: int, after_first=None) -> dict:
@@ -155,16 +191,32 @@ def timed(step, count: int) -> list[float]:
 # ---------------------------------------------------------------- cmrcx side
 
 
-def cmrcx_trainer(g: Geometry, dtype="float32", remat_policy="none", batch=None):
-    """A cmrcx Trainer for the cloze model of geometry `g` on one device."""
+def cmrcx_trainer(g: Geometry, dtype="float32", remat_policy="none", batch=None, classes=0):
+    """A cmrcx Trainer on one device: the cloze model of geometry `g`, or with
+    `classes` > 0 a classifier fine-tuned as CLUE's (learning rate 2e-5, Adam epsilon
+    1e-8: CLUE's run_classifier.py defaults)."""
     import jax
 
+    from cmrcx.model_api.classification import ClassificationModel
     from cmrcx.model_api.cloze import ClozeModel
-    from cmrcx.models.bert import BertConfig
     from cmrcx.training import partitioning
     from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
-    config = BertConfig(
+    config = cmrcx_config(g, dtype, remat_policy)
+    mesh = partitioning.make_mesh((1, 1), devices=jax.devices()[:1])
+    if classes:
+        model = ClassificationModel(config, classes, g.seq)
+        batch = model.example_batch(g.batch) if batch is None else batch
+        return Trainer(model, adamw_with_warmup(2e-5, 1000, adam_epsilon=1e-8), mesh, batch)
+    batch = synthetic_batch(g) if batch is None else batch
+    return Trainer(ClozeModel(config), adamw_with_warmup(5e-5, 1000), mesh, batch)
+
+
+def cmrcx_config(g: Geometry, dtype: str, remat_policy: str):
+    """cmrcx's BertConfig of geometry `g`."""
+    from cmrcx.models.bert import BertConfig
+
+    return BertConfig(
         vocab_size=g.vocab,
         hidden_size=g.hidden,
         num_layers=g.layers,
@@ -174,9 +226,6 @@ def cmrcx_trainer(g: Geometry, dtype="float32", remat_policy="none", batch=None)
         dtype=dtype,
         remat_policy=remat_policy,
     )
-    batch = synthetic_batch(g) if batch is None else batch
-    mesh = partitioning.make_mesh((1, 1), devices=jax.devices()[:1])
-    return Trainer(ClozeModel(config), adamw_with_warmup(5e-5, 1000), mesh, batch)
 
 
 def matmul_rate(size: int = MATMUL_SIZE, repeats: int = 7) -> float:
@@ -195,8 +244,8 @@ def run_cmrcx(args, g: Geometry) -> dict:
     """Times cmrcx's train step or scoring step; also the matmul reference and compile."""
     import jax
 
-    batch = synthetic_batch(g, args.seed)
-    trainer = cmrcx_trainer(g, batch=batch)
+    batch = bench_batch(args, g)
+    trainer = cmrcx_trainer(g, batch=batch, classes=args.classes if args.mode == "classify" else 0)
     state = trainer.init_state()
     jax.block_until_ready(state)
     events = collections.defaultdict(float)
@@ -212,7 +261,7 @@ def run_cmrcx(args, g: Geometry) -> dict:
     def score_step():
         trainer.score(state.params, batch)  # returns numpy: synchronous
 
-    step = train_step if args.mode == "train" else score_step
+    step = score_step if args.mode == "eval" else train_step
     compile_events = {}
 
     def after_first_step():  # the first call traces, lowers and compiles
@@ -227,12 +276,11 @@ def run_cmrcx(args, g: Geometry) -> dict:
 # ---------------------------------------------------------------- torch side
 
 
-def torch_cloze_model(g: Geometry, attn: str):
-    """HF BertModel (no pooler) + the cloze head: Linear(hidden, 1) at the blanks."""
-    import torch
+def torch_config(g: Geometry, attn: str, **extra):
+    """transformers' BertConfig of geometry `g`, as cmrcx's (dropout 0.1, exact GeLU)."""
     import transformers
 
-    config = transformers.BertConfig(
+    return transformers.BertConfig(
         vocab_size=g.vocab,
         hidden_size=g.hidden,
         num_hidden_layers=g.layers,
@@ -245,7 +293,32 @@ def torch_cloze_model(g: Geometry, attn: str):
         attention_probs_dropout_prob=0.1,
         layer_norm_eps=1e-12,
         attn_implementation=attn,
+        **extra,
     )
+
+
+def torch_classification_model(g: Geometry, attn: str, num_classes: int):
+    """HF BertForSequenceClassification (pooler, dropout, linear) taking a batch dict."""
+    import transformers
+
+    class TorchClassifier(transformers.BertForSequenceClassification):
+        def forward(self, batch):
+            outputs = super().forward(
+                input_ids=batch["input_ids"],
+                token_type_ids=batch["token_type_ids"],
+                attention_mask=batch["input_mask"],
+            )
+            return outputs.logits
+
+    return TorchClassifier(torch_config(g, attn, num_labels=num_classes))
+
+
+def torch_cloze_model(g: Geometry, attn: str):
+    """HF BertModel (no pooler) + the cloze head: Linear(hidden, 1) at the blanks."""
+    import torch
+    import transformers
+
+    config = torch_config(g, attn)
 
     class TorchCloze(torch.nn.Module):
         def __init__(self):
@@ -272,15 +345,18 @@ def run_torch(args, g: Geometry) -> dict:
 
     torch.set_num_threads(len(args.cpus.split(",")))
     torch.manual_seed(args.seed)
-    model = torch_cloze_model(g, args.attn)
-    batch = {k: torch.from_numpy(v).long() for k, v in synthetic_batch(g, args.seed).items()}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, eps=1e-6, weight_decay=0.01)
+    batch = {k: torch.from_numpy(v).long() for k, v in bench_batch(args, g).items()}
+    if args.mode == "classify":  # CLUE's run_classifier.py: lr 2e-5, eps 1e-8
+        model = torch_classification_model(g, args.attn, args.classes)
+        target, lr, eps = "label", 2e-5, 1e-8
+    else:
+        model = torch_cloze_model(g, args.attn)
+        target, lr, eps = "target_blank", 5e-5, 1e-6
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, eps=eps, weight_decay=0.01)
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        losses = torch.nn.functional.cross_entropy(
-            model(batch), batch["target_blank"], reduction="none"
-        )
+        losses = torch.nn.functional.cross_entropy(model(batch), batch[target], reduction="none")
         mask = batch["example_mask"].float()
         (torch.sum(losses * mask) / mask.sum().clamp(min=1.0)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -290,8 +366,8 @@ def run_torch(args, g: Geometry) -> dict:
         with torch.inference_mode():
             model(batch).numpy()
 
-    model.train(args.mode == "train")
-    step = train_step if args.mode == "train" else score_step
+    model.train(args.mode != "eval")
+    step = score_step if args.mode == "eval" else train_step
     result = measured_steps(step, args.warmup, args.steps)
     x, y = torch.randn(2, MATMUL_SIZE, MATMUL_SIZE).unbind(0)
     mm = statistics.median(timed(lambda: torch.mm(x, y), 7))
@@ -313,6 +389,7 @@ def spawn_worker(args, side: str) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "_worker", "--side", side]
     command += ["--mode", args.command, "--attn", args.attn, "--cpus", args.cpus]
     command += ["--warmup", str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
+    command += ["--classes", str(getattr(args, "classes", 0))]
     for name in GEOMETRY_FIELDS:
         command += [f"--{name}", str(getattr(args, name))]
     if shutil.which("taskset"):
@@ -331,12 +408,13 @@ def side_summary(runs: list[dict], args, g: Geometry) -> dict:
     """Medians over all timed steps of one side's runs."""
     timed_steps = [t for run in runs for t in run["step_seconds"][args.warmup :]]
     median = statistics.median(timed_steps)
-    flops = step_flops(g, args.command) / median
+    flops = step_flops(g, args.command, num_classes(args)) / median
     matmul = statistics.median(run["matmul"] for run in runs)
     first = statistics.median(run["step_seconds"][0] for run in runs)
     summary = {
         "median_step_seconds": median,
         "tokens_per_second": g.tokens / median,
+        "examples_per_second": g.batch / median,
         "flops_per_second": flops,
         "matmul_2048_flops_per_second": matmul,
         "matmul_share": flops / matmul,
@@ -355,8 +433,13 @@ def side_summary(runs: list[dict], args, g: Geometry) -> dict:
     return summary
 
 
+def num_classes(args) -> int:
+    """classify's --classes; 0 (the cloze head) for train / eval."""
+    return args.classes if args.command == "classify" else 0
+
+
 def compare(args) -> dict:
-    """train / eval: alternating cmrcx / torch children, then the summary."""
+    """train / eval / classify: alternating cmrcx / torch children, then the summary."""
     g = geometry_from_args(args)
     runs = {"cmrcx": [], "torch": []}
     for _ in range(args.rounds):
@@ -368,14 +451,16 @@ def compare(args) -> dict:
         "benchmark": args.command,
         "machine": machine_info(args.cpus),
         "geometry": dataclasses.asdict(g),
+        "num_classes": num_classes(args),
         "method": {
             "rounds": args.rounds,
             "warmup": args.warmup,
             "steps": args.steps,
             "glibc_tunables": args.glibc_tunables or os.environ.get("GLIBC_TUNABLES"),
         },
-        "flops_per_step": step_flops(g, args.command),
-        "flop_formula": "forward = L*(2*T*(4h^2+2hi) + 4*b*s^2*h) + 2*T*h; train = 3*forward",
+        "flops_per_step": step_flops(g, args.command, num_classes(args)),
+        "flop_formula": "forward = L*(2*T*(4h^2+2hi) + 4*b*s^2*h) + head; train = 3*forward; "
+        "head = 2*T*h (cloze), 2*b*h*(h+C) (classify)",
         "cmrcx": cmrcx,
         "torch": torch,
         # Throughput ratio: > 1 means cmrcx's step is faster.
@@ -386,11 +471,13 @@ def compare(args) -> dict:
 def print_comparison(report: dict) -> None:
     g, c, t = report["geometry"], report["cmrcx"], report["torch"]
     print_header(report)
-    print(f"geometry: {g}; FLOPs/step {report['flops_per_step'] / 1e9:.1f} G")
+    classes = f", {report['num_classes']} classes" if report["num_classes"] else ""
+    print(f"geometry: {g}{classes}; FLOPs/step {report['flops_per_step'] / 1e9:.1f} G")
     print(f"{'':28}{'cmrcx (JAX)':>16}{'torch (' + t['attn'] + ')':>16}")
     rows = [
         ("median step (s)", "median_step_seconds", "{:.3f}"),
         ("tokens/s", "tokens_per_second", "{:.1f}"),
+        ("examples/s", "examples_per_second", "{:.2f}"),
         ("GFLOP/s", "flops_per_second", "{:.1f}", 1e-9),
         ("2048^3 matmul GFLOP/s", "matmul_2048_flops_per_second", "{:.1f}", 1e-9),
         ("share of matmul rate", "matmul_share", "{:.1%}"),
@@ -628,8 +715,8 @@ def geometry_from_args(args) -> Geometry:
     return Geometry(**{name: getattr(args, name) for name in GEOMETRY_FIELDS})
 
 
-def add_geometry_flags(parser, batch: int) -> None:
-    defaults = dataclasses.replace(Geometry(), batch=batch)
+def add_geometry_flags(parser, batch: int, seq: int = 512) -> None:
+    defaults = dataclasses.replace(Geometry(), batch=batch, seq=seq)
     for name in GEOMETRY_FIELDS:
         parser.add_argument(f"--{name}", type=int, default=getattr(defaults, name))
 
@@ -638,9 +725,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     default_cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))
-    for name, batch in (("train", 2), ("eval", 8), ("_worker", 2)):
+    # classify: CLUE's classifier setting, max length 128 (CLUE Table 7), batch 32.
+    for name, batch, seq in (("train", 2, 512), ("eval", 8, 512), ("classify", 32, 128),
+                             ("_worker", 2, 512)):  # fmt: skip
         sub = commands.add_parser(name)
-        add_geometry_flags(sub, batch)
+        add_geometry_flags(sub, batch, seq)
         sub.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa")
         sub.add_argument("--rounds", type=int, default=2, help="A/B rounds")
         sub.add_argument("--warmup", type=int, default=2, help="excluded steps per child")
@@ -650,9 +739,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="GLIBC_TUNABLES for both children, e.g. glibc.malloc.hugetlb=1 (transparent "
             "huge pages for malloc: no page fault per 4 KiB of each fresh step buffer)",
         )
+    # AFQMC has 2 classes, CMNLI 3, TNEWS 15, IFLYTEK 119 (cmrcx/benchmarks/clue/tasks.py).
+    commands.choices["classify"].add_argument("--classes", type=int, default=2)
     workers = commands.choices["_worker"]
     workers.add_argument("--side", choices=("cmrcx", "torch"), required=True)
-    workers.add_argument("--mode", choices=("train", "eval"), required=True)
+    workers.add_argument("--mode", choices=("train", "eval", "classify"), required=True)
+    workers.add_argument("--classes", type=int, default=0)
     sub = commands.add_parser("input")
     sub.add_argument("--passages", type=int, default=10_000)
     sub.add_argument("--vocab", type=Path, default=TINY_VOCAB)
@@ -688,6 +780,7 @@ def main() -> None:
     run, show = {
         "train": (compare, print_comparison),
         "eval": (compare, print_comparison),
+        "classify": (compare, print_comparison),
         "input": (bench_input, print_input),
         "memory": (bench_memory, print_memory),
     }[args.command]

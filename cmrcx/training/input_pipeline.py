@@ -124,7 +124,7 @@ def eval_batches(
     rows = host_rows(batch_size, shard)
     dataset = _examples(task_name, split).batch(batch_size).prefetch(2)
     for batch in dataset.as_numpy_iterator():
-        real = len(batch["input_ids"])
+        real = len(batch[device_keys[0]])  # rows of the last batch may be fewer
         device = {}
         for key in device_keys:
             if key == "example_mask":

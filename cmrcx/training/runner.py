@@ -255,7 +255,8 @@ class Runner:
         ):
             # This host's rows go in; the whole batch's scores come back on every host.
             scores = self.trainer.score(state.params, device_batch)
-            evaluation.add(scores[: len(host_batch["input_ids"])], host_batch)
+            real = len(host_batch[self.model.score_keys[0]])  # the rows that are not padding
+            evaluation.add(scores[:real], host_batch)
         results = evaluation.finish(self.run.model_dir)
         if results:
             self.writer.write(step, split, results)

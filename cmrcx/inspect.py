@@ -1,0 +1,215 @@
+"""Print what the model gets: the first preprocessed examples of a run's SeqIO task.
+
+`python -m cmrcx.inspect TASK_OR_MIXTURE --gin_file=NAME.gin [--gin.KEY=VALUE ...]
+[--split S] [--n N] [--scoring] [--no_trim]` registers the run's SeqIO tasks (as
+`cmrcx.train` does) and prints the first N examples of one as JSON lines, nothing
+else on stdout (data preparation messages go to stderr).
+
+TASK_OR_MIXTURE is the run's task (`RunConfig.task`: `cmrc2019`, `clue_afqmc`),
+whose training examples are shown, or with --scoring its scoring examples (for CMRC
+2019 these differ: one training window per blank vs one window per candidate); or a
+SeqIO task or mixture the run registers (`cmrc2019_tiny_scoring`, `clue_afqmc_tiny`,
+`clue`). The split defaults to the run's eval split. MODEL_DIR is not needed.
+
+Each token feature with a vocabulary gets `<name>_text`: for WordPiece the tokens
+joined by spaces (`[CLS] 他 [unused1] 。 [SEP] ...`, the blank markers visible), for
+other vocabularies their decoded text. Features as long as a `*_mask` feature are cut
+where the mask ends (the padding dropped); --no_trim prints them whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from cmrcx import launch
+
+FLAGS = (
+    ("task_or_mixture", {"help": "RunConfig.task, or a SeqIO task / mixture of the run"}),
+    ("--split", {"default": None, "help": "split to read (default: the run's eval split)"}),
+    ("--n", {"type": int, "default": 5, "help": "number of examples to print"}),
+    ("--scoring", {"action": "store_true", "help": "the run task's scoring examples"}),
+    ("--no_trim", {"action": "store_true", "help": "keep the padding of masked features"}),
+)
+
+
+# --- Which SeqIO task or mixture ------------------------------------------------------
+
+
+def run_names(run, run_task) -> list[str]:
+    """The names inspect accepts for this run: its task, SeqIO tasks and their mixtures."""
+    import seqio
+
+    tasks = [run_task.train_task, run_task.score_task]
+    mixtures = [
+        name
+        for name in seqio.MixtureRegistry.names()
+        if {t.name for t in seqio.get_mixture_or_task(name).tasks} & set(tasks)
+    ]
+    return list(dict.fromkeys([run.task, *tasks, *sorted(mixtures)]))
+
+
+def resolve_name(name: str, scoring: bool, run, run_task) -> str:
+    """TASK_OR_MIXTURE -> the SeqIO name to read; ConfigError listing the run's names."""
+    if name == run.task:
+        return run_task.score_task if scoring else run_task.train_task
+    known = run_names(run, run_task)
+    if name not in known:
+        raise launch.ConfigError(
+            f"no task or mixture {name!r} in this run (RunConfig.task={run.task!r}); "
+            f"use one of {', '.join(known)}"
+        )
+    if scoring:
+        raise launch.ConfigError(f"--scoring goes with the run's task name {run.task!r}")
+    return name
+
+
+# --- Decoding ------------------------------------------------------------------------
+
+
+def token_text(vocabulary, ids: Sequence[int]) -> str:
+    """ids -> what a reader should see: WordPiece tokens joined by spaces, else the decode.
+
+    WordPiece is shown token by token (`[CLS] 他 [unused1] ##s [SEP]`) rather than
+    detokenized, so the framing, blank markers and word pieces stay visible.
+    """
+    from cmrcx.vocabularies import WordPieceVocabulary
+
+    if isinstance(vocabulary, WordPieceVocabulary):
+        tokens = vocabulary.tokens
+        return " ".join(tokens[i] if 0 <= i < len(tokens) else f"<{i}>" for i in ids)
+    return vocabulary.decode(list(ids))
+
+
+def mask_lengths(example: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """{feature: length} of the rank-1 features a `*_mask` feature covers (to its last 1).
+
+    `<key>_mask` covers `<key>` and itself (LongLM's `inputs_mask`, `targets_mask`); a mask
+    named after no feature (BERT's `input_mask`) covers every feature of its width
+    (`input_ids`, `token_type_ids`) that has no mask of its own.
+    """
+
+    def length(mask: np.ndarray) -> int:
+        return int(np.flatnonzero(mask)[-1]) + 1 if mask.any() else 0
+
+    masks = {
+        name: value
+        for name, value in example.items()
+        if name.endswith("_mask") and np.ndim(value) == 1
+    }
+    same_width = {
+        width: [k for k, v in example.items() if np.ndim(v) == 1 and np.size(v) == width]
+        for width in {mask.size for mask in masks.values()}
+    }
+    lengths = {}
+    for name, mask in masks.items():
+        key = name[: -len("_mask")]
+        covered = [key] if key in example else same_width[mask.size]
+        for feature in (*covered, name):
+            if f"{feature}_mask" in masks and f"{feature}_mask" != name:
+                continue  # it has a mask of its own
+            lengths.setdefault(feature, length(mask))
+    return lengths
+
+
+def _json_value(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return [_json_value(v) for v in value] if value.dtype == object else value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def example_json(
+    example: Mapping[str, np.ndarray], vocabularies: Mapping[str, object], trim: bool = True
+) -> dict:
+    """One numpy example -> JSON data: lists, str, `<name>_text` after each token feature.
+
+    {"input_ids": [2, 7, 3, 0], "input_mask": [1, 1, 1, 0], "context_id": b"D1"} ->
+    {"input_ids": [2, 7, 3], "input_ids_text": "[CLS] 他 [SEP]", "input_mask": [1, 1, 1],
+     "context_id": "D1"}
+    """
+    lengths = mask_lengths(example) if trim else {}
+    out = {}
+    for name, value in example.items():
+        value = np.asarray(value) if not isinstance(value, bytes) else value
+        if name in lengths and not np.any(value[lengths[name] :]):  # only zeros dropped
+            value = value[: lengths[name]]
+        out[name] = _json_value(value)
+        if name in vocabularies and isinstance(value, np.ndarray) and value.ndim == 1:
+            out[f"{name}_text"] = token_text(vocabularies[name], value.tolist())
+    return out
+
+
+def text_vocabularies(task) -> dict[str, object]:
+    """{feature: vocabulary} of the output features that have a real vocabulary."""
+    import seqio
+
+    return {
+        name: feature.vocabulary
+        for name, feature in task.output_features.items()
+        if not isinstance(feature.vocabulary, seqio.PassThroughVocabulary)
+    }
+
+
+# --- Entry point ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Everything written to stdout (Python or C, e.g. data preparation) goes to stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def read_examples(name: str, split: str, n: int) -> tuple[list[dict], dict]:
+    """The first `n` numpy examples of a SeqIO task or mixture, and its token vocabularies."""
+    import seqio
+    import tensorflow_datasets as tfds
+
+    tfds.disable_progress_bar()  # a split prepared on first use says so on stderr, no bars
+    task = seqio.get_mixture_or_task(name)
+    # No in-memory cache: taking n examples of a cached dataset makes TF warn.
+    dataset = task.get_dataset(
+        sequence_length=None, split=split, shuffle=False, use_cached=False, try_in_mem_cache=False
+    )
+    return list(dataset.take(n).as_numpy_iterator()), text_vocabularies(task)
+
+
+def main(argv) -> None:
+    # MODEL_DIR is required by RunConfig but unused here: a default if none is given.
+    if not any(arg.startswith("--gin.MODEL_DIR=") for arg in argv):
+        argv = [*argv, f"--gin.MODEL_DIR={tempfile.gettempdir()!r}"]
+    launch.parse_flags(argv, __doc__, FLAGS)  # --help and usage errors before the redirect
+    with stdout_to_stderr():
+        args, run = launch.start(argv, __doc__, FLAGS)
+        from cmrcx.training.run_tasks import build_run_task  # after gin: TF starts here
+
+        run_task = build_run_task(run)
+        name = resolve_name(args.task_or_mixture, args.scoring, run, run_task)
+        split = args.split or run.eval_split
+        run_task.require_split(split)
+        examples, vocabularies = read_examples(name, split, args.n)
+    for example in examples:
+        line = example_json(example, vocabularies, trim=not args.no_trim)
+        print(json.dumps(line, ensure_ascii=False), flush=True)
+
+
+if __name__ == "__main__":
+    launch.main_guard(main)
