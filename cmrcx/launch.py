@@ -44,6 +44,10 @@ class ConfigError(ValueError):
     """A run is missing something it needs; the message says what and how to give it."""
 
 
+class TrainingDiverged(RuntimeError):
+    """The loss or the gradient norm went non-finite; nothing after it was saved."""
+
+
 def package_path(relative: str) -> str:
     return str(importlib.resources.files("cmrcx").joinpath(relative))
 
@@ -356,7 +360,7 @@ def main_guard(main, argv: Sequence[str] | None = None) -> None:
 
     try:
         main(sys.argv[1:] if argv is None else argv)
-    except (ConfigError, DataFormatError, MissingSplitError) as error:
+    except (ConfigError, DataFormatError, MissingSplitError, TrainingDiverged) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
 

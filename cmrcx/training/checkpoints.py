@@ -43,6 +43,18 @@ class TrainCheckpoints:
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
 
+    def due(self, step: int, force: bool = False) -> bool:
+        """Whether `save(step, ..., force)` would write a checkpoint."""
+        return force or self.manager.should_save(step)
+
+    def remove_from(self, step: int) -> list[int]:
+        """Deletes the checkpoints of `step` and later (after pending saves finish)."""
+        self.manager.wait_until_finished()
+        removed = sorted(s for s in self.manager.all_steps() if s >= step)
+        for s in removed:
+            self.manager.delete(s)
+        return removed
+
     def save(self, step: int, state, force: bool = False) -> bool:
         """Saves if `step` is on the interval (or `force`); asynchronous."""
         return self.manager.save(step, args=ocp.args.StandardSave(state), force=force)

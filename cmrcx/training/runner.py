@@ -13,6 +13,7 @@ import operator
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from tqdm import tqdm
@@ -211,7 +212,7 @@ class Runner:
             start,
             shard,
         )
-        sums, losses = None, []
+        sums, losses, flags = None, [], None
         progress = tqdm(
             range(start, end),
             desc="train",
@@ -222,6 +223,11 @@ class Runner:
         for step in progress:
             state, metrics = self.trainer.train_step(state, next(batches))
             sums = metrics if sums is None else jax.tree.map(operator.add, sums, metrics)
+            flags = _first_nonfinite(flags, metrics, step + 1)
+            saving = self.checkpoints.due(step + 1, force=step + 1 == end)
+            evaluating = bool(run.eval_every) and (step + 1) % run.eval_every == 0
+            if (step + 1) % run.log_every == 0 or step + 1 == end or saving or evaluating:
+                self._stop_if_diverged(flags)  # before anything is logged or saved
             if (step + 1) % run.log_every == 0 or step + 1 == end:
                 sums = jax.device_get(sums)
                 line = {
@@ -237,6 +243,33 @@ class Runner:
                 self.evaluate(state, step + 1)
         self.checkpoints.close()
         return state, losses
+
+    def _stop_if_diverged(self, flags) -> None:
+        """TrainingDiverged naming the first non-finite step; the last good checkpoint stays
+        the latest (nothing after it is saved, no prediction file is written)."""
+        if flags is None:
+            return
+        first_step, loss_bad, grad_bad = (int(x) for x in jax.device_get(flags))
+        if first_step == 0:
+            return
+        # The state saved at step first_step - 1 is the one whose loss went non-finite:
+        # it is not a good place to resume, so it goes (earlier saves finish first).
+        removed = self.checkpoints.remove_from(first_step - 1)
+        self.checkpoints.close()
+        what = " and ".join(
+            name for name, bad in (("loss", loss_bad), ("gradient norm", grad_bad)) if bad
+        )
+        latest = self.checkpoints.latest_step()
+        removed_note = f" (step {removed[0]}'s state gave it and was removed)" if removed else ""
+        resume = (
+            f"the latest checkpoint is step {latest}{removed_note} "
+            f"({self.checkpoints.directory}): lower RunConfig.learning_rate and run again "
+            "to resume from it"
+            if latest is not None
+            else "no checkpoint was saved: lower RunConfig.learning_rate and start again"
+        )
+        verb = "are" if loss_bad and grad_bad else "is"
+        raise launch.TrainingDiverged(f"step {first_step}: the {what} {verb} not finite; {resume}")
 
     def evaluate(self, state, step: int, split: str | None = None) -> dict[str, float]:
         """Scores a split, writes predictions/<task>_<split>.json and metrics lines.
@@ -264,3 +297,18 @@ class Runner:
 
     def results_table(self, results: dict[str, float], split: str) -> str:
         return self.task.results_table(results, split)
+
+
+def _first_nonfinite(flags, metrics, step: int):
+    """Device scalars (first non-finite step or 0, its loss flag, its grad-norm flag),
+    updated without a host sync."""
+    bad_loss, bad_grad = metrics["nonfinite_loss"] > 0, metrics["nonfinite_grad_norm"] > 0
+    if flags is None:
+        flags = (jnp.int32(0), jnp.int32(0), jnp.int32(0))
+    first, loss_flag, grad_flag = flags
+    new = (first == 0) & (bad_loss | bad_grad)
+    return (
+        jnp.where(new, step, first),
+        jnp.where(new, bad_loss.astype(jnp.int32), loss_flag),
+        jnp.where(new, bad_grad.astype(jnp.int32), grad_flag),
+    )

@@ -156,6 +156,13 @@ class Trainer:
         grad_sums, metrics = self._summed_grads(state.params, batch, dropout_rng)
         # Mean over the step's real examples, however they were split.
         grads = jax.tree.map(lambda g: g / jnp.maximum(metrics["examples"], 1.0), grad_sums)
+        # Divergence flags, summed with the other metrics and read by the runner when it
+        # fetches them anyway (at log and checkpoint steps): no extra host sync per step.
+        metrics = {
+            **metrics,
+            "nonfinite_loss": (~jnp.isfinite(metrics["loss_sum"])).astype(jnp.float32),
+            "nonfinite_grad_norm": (~jnp.isfinite(optax.global_norm(grads))).astype(jnp.float32),
+        }
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
