@@ -48,6 +48,13 @@ class TrainingDiverged(RuntimeError):
     """The loss or the gradient norm went non-finite; nothing after it was saved."""
 
 
+class Preempted(RuntimeError):
+    """SIGTERM arrived: the current step finished and was saved; rerun to resume."""
+
+
+PREEMPTED_EXIT_STATUS = 143  # 128 + SIGTERM, what schedulers expect of a terminated job
+
+
 def package_path(relative: str) -> str:
     return str(importlib.resources.files("cmrcx").joinpath(relative))
 
@@ -360,6 +367,9 @@ def main_guard(main, argv: Sequence[str] | None = None) -> None:
 
     try:
         main(sys.argv[1:] if argv is None else argv)
+    except Preempted as preempted:
+        print(f"preempted: {preempted}", file=sys.stderr)
+        sys.exit(PREEMPTED_EXIT_STATUS)
     except (ConfigError, DataFormatError, MissingSplitError, TrainingDiverged) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -7,10 +7,13 @@ decoding to the official format) comes from `cmrcx.training.run_tasks`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
 import os
+import signal
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -212,7 +215,7 @@ class Runner:
             start,
             shard,
         )
-        sums, losses, flags = None, [], None
+        losses = []
         progress = tqdm(
             range(start, end),
             desc="train",
@@ -220,11 +223,25 @@ class Runner:
             total=end,
             disable=jax.process_index() != 0,
         )
+        with _sigterm_flag() as sigterm:
+            state = self._train_loop(state, end, batches, progress, losses)
+            if sigterm.is_set() and int(jax.device_get(state.step)) < end:
+                step = int(jax.device_get(state.step))
+                raise launch.Preempted(
+                    f"SIGTERM: stopped after step {step} and saved it "
+                    f"({self.checkpoints.directory}/{step}); run the same command to resume"
+                )
+        return state, losses
+
+    def _train_loop(self, state, end: int, batches, progress, losses):
+        """Steps start..end; stops early, saved, after the step in which SIGTERM arrived."""
+        run, sums, flags = self.run, None, None
         for step in progress:
             state, metrics = self.trainer.train_step(state, next(batches))
             sums = metrics if sums is None else jax.tree.map(operator.add, sums, metrics)
             flags = _first_nonfinite(flags, metrics, step + 1)
-            saving = self.checkpoints.due(step + 1, force=step + 1 == end)
+            stop = _SIGTERM.is_set()
+            saving = self.checkpoints.due(step + 1, force=step + 1 == end or stop)
             evaluating = bool(run.eval_every) and (step + 1) % run.eval_every == 0
             if (step + 1) % run.log_every == 0 or step + 1 == end or saving or evaluating:
                 self._stop_if_diverged(flags)  # before anything is logged or saved
@@ -238,11 +255,13 @@ class Runner:
                 progress.set_postfix(loss=f"{line['loss']:.4f}")
                 self.writer.write(step + 1, "train", line)
                 sums = None
-            self.checkpoints.save(step + 1, state, force=step + 1 == end)
+            self.checkpoints.save(step + 1, state, force=step + 1 == end or stop)
+            if stop:
+                break
             if run.eval_every and (step + 1) % run.eval_every == 0 and step + 1 != end:
                 self.evaluate(state, step + 1)
         self.checkpoints.close()
-        return state, losses
+        return state
 
     def _stop_if_diverged(self, flags) -> None:
         """TrainingDiverged naming the first non-finite step; the last good checkpoint stays
@@ -312,3 +331,22 @@ def _first_nonfinite(flags, metrics, step: int):
         jnp.where(new, bad_loss.astype(jnp.int32), loss_flag),
         jnp.where(new, bad_grad.astype(jnp.int32), grad_flag),
     )
+
+
+_SIGTERM = threading.Event()
+
+
+@contextlib.contextmanager
+def _sigterm_flag():
+    """SIGTERM (a scheduler's notice before it takes the machine) sets an event the train
+    loop reads after each step, instead of killing the process mid-step. Main thread only
+    (Python's rule for signal handlers); elsewhere SIGTERM keeps its default action."""
+    _SIGTERM.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield _SIGTERM
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: _SIGTERM.set())
+    try:
+        yield _SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,87 @@
+"""SIGTERM (preemption notice): the run finishes its step, saves it, says where to resume
+and exits 143; the resumed run continues the exact trajectory."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import gin
+import pytest
+
+from cmrcx import launch
+from cmrcx.launch import Preempted, package_path
+from cmrcx.training.runner import Runner
+
+SAMPLE = package_path("data/clue_sample/afqmc_public")
+
+
+@pytest.fixture(autouse=True)
+def clean_gin():
+    gin.clear_config()
+    yield
+    gin.clear_config()
+
+
+def flags(model_dir, tfds_cache, steps=6):
+    return [
+        "--gin_file=clue_afqmc_tiny.gin",
+        f"--gin.MODEL_DIR='{model_dir}'",
+        f"--gin.DATA_DIR='{SAMPLE}'",
+        f"--gin.RunConfig.num_train_steps={steps}",
+        "--gin.RunConfig.log_every=1",
+        "--gin.RunConfig.save_every=100",
+        "--gin.RunConfig.max_length=32",
+        f"--gin.RunConfig.tfds_cache_dir='{tfds_cache}'",
+    ]
+
+
+def runner_for(argv):
+    gin.clear_config()
+    args = launch.parse_flags(argv, "test")
+    launch.parse_gin(args.gin_file, args.gin_bindings)
+    return Runner(launch.run_config_from_gin())
+
+
+def test_sigterm_saves_the_step_and_the_resumed_run_continues_exactly(tmp_path):
+    cache = tmp_path / "tfds"
+    _, whole = runner_for(flags(tmp_path / "whole", cache)).train()
+
+    runner = runner_for(flags(tmp_path / "split", cache))
+    step_fn = runner.trainer.train_step
+
+    def train_step(state, batch):  # the notice arrives during step 3
+        if int(state.step) == 2:
+            signal.raise_signal(signal.SIGTERM)
+        return step_fn(state, batch)
+
+    runner.trainer.train_step = train_step
+    with pytest.raises(Preempted, match=r"stopped after step 3 and saved it .*/checkpoints/3"):
+        runner.train()
+    assert runner.checkpoints.latest_step() == 3  # off the save interval: saved for SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is restored
+
+    _, rest = runner_for(flags(tmp_path / "split", cache)).train()
+    assert [s for s, _ in rest] == [4, 5, 6]
+    assert [loss for _, loss in rest] == pytest.approx([loss for _, loss in whole[3:]], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_a_real_sigterm_to_a_training_process(tmp_path):
+    argv = flags(tmp_path / "run", tmp_path / "tfds", steps=400)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "cmrcx.train", *argv],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "TQDM_MININTERVAL": "0"},
+    )  # fmt: skip
+    stderr = ""
+    while "train:" not in stderr:  # the progress bar: steps are running
+        stderr += child.stderr.read(1)
+    time.sleep(3)
+    child.send_signal(signal.SIGTERM)
+    stderr += child.stderr.read()
+    assert child.wait(timeout=120) == launch.PREEMPTED_EXIT_STATUS
+    message = stderr.strip().splitlines()[-1]
+    assert message.startswith("preempted: SIGTERM: stopped after step ")
+    step = int(message.split("after step ")[1].split()[0])
+    assert 0 < step < 400 and (tmp_path / "run" / "checkpoints" / str(step)).is_dir()
