@@ -2,6 +2,8 @@
 and exits 143; the resumed run continues the exact trajectory."""
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -85,3 +87,64 @@ def test_a_real_sigterm_to_a_training_process(tmp_path):
     assert message.startswith("preempted: SIGTERM: stopped after step ")
     step = int(message.split("after step ")[1].split()[0])
     assert 0 < step < 400 and (tmp_path / "run" / "checkpoints" / str(step)).is_dir()
+
+
+def test_a_second_training_process_on_the_same_model_dir_is_refused(tmp_path):
+    """The lock is an flock: held while one run trains, gone when its process dies (kill -9
+    included), so a crash never leaves a stale lock."""
+    from cmrcx.launch import ConfigError
+    from cmrcx.training.runner import model_dir_lock
+
+    model_dir = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time; os.makedirs(sys.argv[1], exist_ok=True);"
+         "f = open(os.path.join(sys.argv[1], '.train.lock'), 'a+');"
+         "fcntl.flock(f, fcntl.LOCK_EX); f.write('pid %d on test' % os.getpid()); f.flush();"
+         "print('locked', flush=True); time.sleep(600)", str(model_dir)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(ConfigError, match=f"is being trained by pid {holder.pid} on test"):
+        with model_dir_lock(str(model_dir)):
+            pass
+    holder.kill()  # SIGKILL: no clean-up code runs
+    holder.wait()
+    with model_dir_lock(str(model_dir)):
+        assert (model_dir / ".train.lock").read_text().startswith(f"pid {os.getpid()} ")
+
+
+def _damage(step_dir, how: str) -> None:
+    """Truncates or deletes the largest file of a checkpoint (its array data)."""
+    files = sorted((p for p in step_dir.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    if how == "truncate":
+        files[-1].write_bytes(files[-1].read_bytes()[:100])
+    else:
+        files[-1].unlink()
+
+
+@pytest.mark.parametrize("how", [pytest.param("truncate", marks=pytest.mark.slow), "delete"])
+def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_readable(tmp_path, capsys, how):
+    argv = flags(tmp_path / "run", tmp_path / "tfds", steps=4) + ["--gin.RunConfig.save_every=2"]
+    runner_for(argv).train()
+    checkpoint_dir = tmp_path / "run" / "checkpoints"
+    _damage(checkpoint_dir / "4", how)
+    runner = runner_for(argv)
+    step, state = runner.restore()
+    assert step == 2 and int(state.step) == 2
+    out = capsys.readouterr().out
+    assert "checkpoint step 4 is unreadable" in out and "checkpoints_damaged/4" in out
+    state, losses = runner_for(argv).train()  # resumes at 2 and saves 3, 4 again
+    assert int(state.step) == 4 and [s for s, _ in losses] == [3, 4]
+    steps = sorted(int(p.name) for p in checkpoint_dir.iterdir() if p.name.isdigit())
+    for step in steps:
+        shutil.rmtree(checkpoint_dir / str(step) / "default" / "ocdbt.process_0")
+    # A new process (this one's tensorstore cache still holds the arrays it wrote).
+    out = subprocess.run(
+        [sys.executable, "-m", "cmrcx.train", *argv], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    damaged = ", ".join(map(str, reversed(steps)))
+    assert re.search(
+        rf"error: no readable checkpoint .* \(steps {damaged} are damaged\)", out.stderr
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -46,6 +47,20 @@ class TrainCheckpoints:
     def due(self, step: int, force: bool = False) -> bool:
         """Whether `save(step, ..., force)` would write a checkpoint."""
         return force or self.manager.should_save(step)
+
+    def set_aside(self, steps) -> None:
+        """Moves damaged checkpoints to checkpoints_damaged/<step> (kept for inspection,
+        out of the way of the steps the resumed run saves again)."""
+        if not steps or jax.process_index() != 0:
+            return
+        aside = self.directory + "_damaged"
+        os.makedirs(aside, exist_ok=True)
+        for step in steps:
+            target = os.path.join(aside, str(step))
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.move(os.path.join(self.directory, str(step)), target)
+            print(f"moved the unreadable checkpoint to {target}", flush=True)
+        self.manager.reload()
 
     def remove_from(self, step: int) -> list[int]:
         """Deletes the checkpoints of `step` and later (after pending saves finish)."""

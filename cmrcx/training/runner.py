@@ -8,11 +8,13 @@ decoding to the official format) comes from `cmrcx.training.run_tasks`.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import operator
 import os
 import signal
+import socket
 import threading
 
 import jax
@@ -155,10 +157,10 @@ class Runner:
     def initial_state(self):
         """Latest checkpoint if there is one, else fresh (+ pretrained encoder)."""
         self._save_run_config()
-        step = self.checkpoints.latest_step()
-        if step is not None:
+        if self.checkpoints.latest_step() is not None:
+            step, state = self._newest_readable()
             print(f"resuming from {self.checkpoints.directory}/{step}", flush=True)
-            return self.checkpoints.restore(step, self.trainer.abstract_state)
+            return state
         state = self.trainer.init_state()
         if self.run.pretrained:
             state = self._with_pretrained_encoder(state)
@@ -166,10 +168,37 @@ class Runner:
 
     def restore(self, step: int | None = None):
         """(step, state) of a training checkpoint: `step`, or the latest."""
-        step = step if step is not None else self.checkpoints.latest_step()
-        if step is None:
+        if self.checkpoints.latest_step() is None:
             raise ConfigError(f"no checkpoint in {self.checkpoints.directory}: train first")
-        return step, self.checkpoints.restore(step, self.trainer.abstract_state)
+        if step is None:
+            return self._newest_readable()
+        try:
+            return step, self.checkpoints.restore(step, self.trainer.abstract_state)
+        except Exception as error:  # orbax raises many kinds; the message names the step
+            raise ConfigError(
+                f"checkpoint {self.checkpoints.directory}/{step} is unreadable: {error}"
+            ) from error
+
+    def _newest_readable(self):
+        """(step, state) of the newest checkpoint that restores. A damaged one (a file
+        truncated or deleted) is named and skipped; if none restores, a ConfigError:
+        never a silent restart from scratch."""
+        unreadable = []
+        for step in sorted(self.checkpoints.manager.all_steps(), reverse=True):
+            try:
+                state = self.checkpoints.restore(step, self.trainer.abstract_state)
+            except Exception as error:  # orbax raises many kinds (ValueError, OSError, ...)
+                reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+                print(f"checkpoint step {step} is unreadable ({reason}); trying older")
+                unreadable.append(step)
+                continue
+            self.checkpoints.set_aside(unreadable)
+            return step, state
+        raise ConfigError(
+            f"no readable checkpoint in {self.checkpoints.directory} (steps "
+            f"{', '.join(map(str, unreadable))} are damaged): remove them to train from "
+            "the start, or restore them from a copy"
+        )
 
     def _with_pretrained_encoder(self, state):
         exported = checkpoints.read_model_config(self.run.pretrained)
@@ -223,7 +252,7 @@ class Runner:
             total=end,
             disable=jax.process_index() != 0,
         )
-        with _sigterm_flag() as sigterm:
+        with model_dir_lock(run.model_dir), _sigterm_flag() as sigterm:
             state = self._train_loop(state, end, batches, progress, losses)
             if sigterm.is_set() and int(jax.device_get(state.step)) < end:
                 step = int(jax.device_get(state.step))
@@ -350,3 +379,36 @@ def _sigterm_flag():
         yield _SIGTERM
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+LOCK_FILE = ".train.lock"
+
+
+@contextlib.contextmanager
+def model_dir_lock(model_dir: str):
+    """One training process per MODEL_DIR: an flock on MODEL_DIR/.train.lock, which the
+    kernel releases when the process ends however it ends (no stale lock after a crash).
+    Process 0 only: the hosts of one multi-host run share the directory."""
+    if jax.process_index() != 0:
+        yield
+        return
+    os.makedirs(model_dir, exist_ok=True)
+    path = os.path.join(model_dir, LOCK_FILE)
+    with open(path, "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise ConfigError(
+                f"MODEL_DIR {model_dir} is being trained by {holder}: wait for it to end, "
+                "or give this run another MODEL_DIR"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
