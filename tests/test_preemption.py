@@ -148,3 +148,11 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_readable(tmp_path,
     assert re.search(
         rf"error: no readable checkpoint .* \(steps {damaged} are damaged\)", out.stderr
     )
+
+
+def test_a_model_dir_that_cannot_be_created_is_named(tmp_path):
+    from cmrcx.launch import ConfigError
+
+    (tmp_path / "a_file").write_text("not a directory")
+    with pytest.raises(ConfigError, match=r"MODEL_DIR .*a_file/run cannot be created or written"):
+        runner_for(flags(tmp_path / "a_file" / "run", tmp_path / "tfds"))

@@ -15,6 +15,7 @@ import operator
 import os
 import signal
 import socket
+import tempfile
 import threading
 
 import jax
@@ -36,6 +37,7 @@ class Runner:
 
     def __init__(self, run: RunConfig, for_training: bool = True):
         self.run = run
+        _check_writable(run.model_dir)
         saved = launch.read_run_config(run.model_dir)
         if saved is not None:
             launch.check_same_run(saved, run, run.model_dir)
@@ -412,3 +414,19 @@ def model_dir_lock(model_dir: str):
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _check_writable(model_dir: str) -> None:
+    """ConfigError naming MODEL_DIR if it cannot be created or written (checked before any
+    work, so a run never fails at its first checkpoint)."""
+    if jax.process_index() != 0:
+        return
+    try:
+        os.makedirs(model_dir, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=model_dir, prefix=".write_test"):
+            pass
+    except OSError as error:
+        raise ConfigError(
+            f"MODEL_DIR {model_dir} cannot be created or written "
+            f"({error.strerror or error}): give a directory this user can write"
+        ) from None
