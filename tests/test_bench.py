@@ -191,3 +191,81 @@ def test_remat_lowers_temp_memory(memory_report):
     }
     assert temp["f32+full"] < temp["f32"]
     assert temp["f32+dots"] < temp["f32"]
+
+
+# T5: 2+2 layers, d_model 64, 512-token vocabulary, 32 input tokens.
+TINY_T5 = ["--d_model", "64", "--d_ff", "128", "--d_kv", "16", "--heads", "2", "--layers", "2"]
+TINY_T5 += ["--decoder_layers", "2", "--vocab", "512", "--input_length", "32"]
+
+
+def _check_t5_side(side: dict, tokens: int) -> None:
+    assert side["median_seconds"] > 0
+    assert side["tokens_per_second"] == pytest.approx(tokens / side["median_seconds"])
+    assert side["first_over_steady"] > 0
+    assert len(side["seconds_per_round"]) == 1
+    assert len(side["seconds_per_round"][0]) == 3  # warm-up + timed
+
+
+def test_generate_compares_both_sides_per_batch():
+    """Both sides produce all 8 new tokens in every row (EOS disabled) at batches 1 and 2."""
+    report = run_bench("generate", *TINY_T5, "--target_length", "8", "--batch", "1,2",
+                       "--rounds", "1", "--warmup", "1", "--steps", "2")  # fmt: skip
+    assert [r["geometry"]["batch"] for r in report["results"]] == [1, 2]
+    for result in report["results"]:
+        assert result["tokens_per_call"] == 8 * result["geometry"]["batch"]
+        for side in ("cmrcx", "torch"):
+            _check_t5_side(result[side], result["tokens_per_call"])
+            assert result[side]["min_new_tokens"] == 8
+        assert result["cmrcx"]["compile_seconds"]["backend_compile_duration"] > 0
+        assert 0 < result["speed_ratio_cmrcx_over_torch"] < math.inf
+
+
+def test_train_t5_compares_both_sides():
+    report = run_bench("train_t5", *TINY_T5, "--target_length", "16", "--batch", "2",
+                       "--rounds", "1", "--warmup", "1", "--steps", "2")  # fmt: skip
+    (result,) = report["results"]
+    assert result["tokens_per_call"] == 2 * (32 + 16)
+    _check_t5_side(result["cmrcx"], 96)
+    _check_t5_side(result["torch"], 96)
+    assert 0 < result["speed_ratio_cmrcx_over_torch"] < math.inf
+
+
+def test_seq2seq_batch_is_full_length():
+    g = bench.T5Geometry(vocab=300, input_length=12, target_length=5, batch=3)
+    batch = bench.seq2seq_batch(g, seed=1)
+    assert {k: v.shape for k, v in batch.items()} == {
+        "inputs": (3, 12),
+        "inputs_mask": (3, 12),
+        "targets": (3, 5),
+        "targets_mask": (3, 5),
+        "example_mask": (3,),
+    }
+    assert all(v.dtype == np.int32 for v in batch.values())
+    np.testing.assert_array_equal(batch["targets"][:, -1], 1)  # EOS
+    assert batch["inputs"].min() >= 2 and batch["inputs"].max() < 300
+
+
+def test_t5_configs_agree():
+    """cmrcx's and transformers' T5Config describe the same LongLM-large network."""
+    g = bench.T5_PRESETS["longlm_large"]
+    ours, theirs = bench.cmrcx_t5_config(g), bench.torch_t5_config(g)
+    assert (ours.d_model, ours.d_ff, ours.num_heads, ours.num_layers, ours.num_decoder_layers) == (
+        theirs.d_model, theirs.d_ff, theirs.num_heads, theirs.num_layers,
+        theirs.num_decoder_layers,
+    )  # fmt: skip
+    assert (ours.d_model, ours.num_layers, ours.num_decoder_layers) == (1536, 24, 32)
+    assert ours.vocab_size == theirs.vocab_size == 32128
+    assert ours.feed_forward_proj == theirs.feed_forward_proj == "relu"
+
+
+def test_t5_memory_report():
+    """LongLM-small's Seq2Seq step at batch 2 x 64/32, compiled only."""
+    report = run_bench("memory", "--models", "longlm_small", "--batch", "2", "--seq", "64",
+                       "--target_length", "32", "--variants", "f32,bf16+full")  # fmt: skip
+    model = report["models"]["longlm_small"]
+    assert model["geometry"]["input_length"] == 64 and model["geometry"]["target_length"] == 32
+    assert [row["variant"] for row in model["variants"]] == ["f32", "bf16+full"]
+    for row in model["variants"]:
+        # Parameters + AdamW's two moments, float32 either way: ~60M x 12 bytes.
+        assert 0.5 < row["gib"]["argument"] < 1.0
+        assert row["gib"]["temp"] > 0

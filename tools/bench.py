@@ -6,6 +6,9 @@ PyTorch BERT, the input pipeline, and the train step's compiled memory.
     .venv/bin/python tools/bench.py classify [--classes 3] [--json] # batch 32 x 128
     .venv/bin/python tools/bench.py input [--passages 10000] [--json]
     .venv/bin/python tools/bench.py memory [--json]                 # batch 24 x 512
+    .venv/bin/python tools/bench.py generate [--batch 1,8] [--json] # LongLM-small, 512 -> 64
+    .venv/bin/python tools/bench.py train_t5 [--batch 4] [--json]   # LongLM-small, 512 / 128
+    .venv/bin/python tools/bench.py memory --models longlm_large --batch 12 --seq 512
 
 train / eval / classify: each side runs in its own child process (`_worker`), pinned with
 `taskset -c CPUS`, torch with `torch.set_num_threads(len(CPUS))`; the sides alternate
@@ -25,6 +28,16 @@ are not counted), for L layers, hidden h, intermediate i, batch b, sequence s, T
 classify replaces the cloze head by the pooler and classifier: 2*b*h*h + 2*b*h*C.
 BERT-base at b=2, s=512: forward 193 GFLOP, train 580 GFLOP. The rate is compared with a
 2048^3 float32 `jnp.dot` (2*2048^3 FLOP) timed in the cmrcx process.
+
+generate / train_t5 (T5 v1.0 at LongLM geometry, random init, float32), with the same
+children, pinning and alternation, once per batch size. generate: cmrcx's
+`decoding.sample` (one jitted while_loop, KV cache) against transformers'
+`generate(do_sample=True, top_k=40, use_cache=True)`, exactly --target_length new
+tokens per row (EOS disabled, see NO_EOS); a "step" is one whole generate call and
+tokens/s counts generated tokens. train_t5: Seq2SeqModel's teacher-forced step under
+the Trainer against T5ForConditionalGeneration(labels=...), both AdamW lr 1e-4 with
+global-norm clipping at 1.0, dropout 0.1; tokens/s counts input + target tokens.
+memory --models longlm_large: the same step's compiled memory at LongLM-large.
 """
 
 from __future__ import annotations
@@ -248,10 +261,7 @@ def run_cmrcx(args, g: Geometry) -> dict:
     trainer = cmrcx_trainer(g, batch=batch, classes=args.classes if args.mode == "classify" else 0)
     state = trainer.init_state()
     jax.block_until_ready(state)
-    events = collections.defaultdict(float)
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, seconds, **_: events.__setitem__(event, events[event] + seconds)
-    )
+    compile_events, after_first_step = compile_recorder()  # the first call compiles
 
     def train_step():
         nonlocal state
@@ -262,13 +272,6 @@ def run_cmrcx(args, g: Geometry) -> dict:
         trainer.score(state.params, batch)  # returns numpy: synchronous
 
     step = score_step if args.mode == "eval" else train_step
-    compile_events = {}
-
-    def after_first_step():  # the first call traces, lowers and compiles
-        compile_events.update(
-            {k.rsplit("/", 1)[-1]: v for k, v in events.items() if "/compile/" in k}
-        )
-
     result = measured_steps(step, args.warmup, args.steps, after_first_step)
     return {**result, "compile_events": compile_events, "matmul": matmul_rate()}
 
@@ -385,13 +388,28 @@ def worker_main(args) -> None:
 
 
 def spawn_worker(args, side: str) -> dict:
-    """Runs one `_worker` child pinned to args.cpus; returns its result."""
+    """Runs one BERT `_worker` child pinned to args.cpus; returns its result."""
     command = [sys.executable, str(Path(__file__).resolve()), "_worker", "--side", side]
     command += ["--mode", args.command, "--attn", args.attn, "--cpus", args.cpus]
     command += ["--warmup", str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
     command += ["--classes", str(getattr(args, "classes", 0))]
     for name in GEOMETRY_FIELDS:
         command += [f"--{name}", str(getattr(args, name))]
+    return run_child(args, side, command)
+
+
+def t5_worker_command(args, side: str, g) -> list[str]:
+    """The `_t5_worker` command line of one side at T5 geometry `g`."""
+    command = [sys.executable, str(Path(__file__).resolve()), "_t5_worker", "--side", side]
+    command += ["--mode", args.command, "--cpus", args.cpus]
+    command += ["--warmup", str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
+    for name in T5_FIELDS:
+        command += [f"--{name}", str(getattr(g, name))]
+    return command
+
+
+def run_child(args, side: str, command: list[str]) -> dict:
+    """Runs a worker command pinned to args.cpus (taskset); returns its result."""
     if shutil.which("taskset"):
         command = ["taskset", "-c", args.cpus, *command]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_ROOT)}
@@ -494,6 +512,314 @@ def print_comparison(report: dict) -> None:
     print(f"speed ratio cmrcx / torch: {report['speed_ratio_cmrcx_over_torch']:.3f}")
 
 
+# ---------------------------------------------------------------- T5 / LongLM: generate, train_t5
+
+
+@dataclasses.dataclass(frozen=True)
+class T5Geometry:
+    """T5 v1.0 geometry (ReLU FFN, tied LM head) and batch shape; defaults LongLM-small
+    (gin_configs/models/longlm_small.gin)."""
+
+    d_model: int = 512
+    d_ff: int = 2048
+    d_kv: int = 64
+    heads: int = 8
+    layers: int = 6  # encoder blocks
+    decoder_layers: int = 6
+    vocab: int = 32128
+    input_length: int = 512
+    target_length: int = 128  # train_t5: target tokens; generate: new tokens
+    batch: int = 4
+
+
+T5_PRESETS = {
+    "longlm_small": T5Geometry(),
+    # gin_configs/models/longlm_large.gin (LOT paper Table 8): 1B parameters.
+    "longlm_large": T5Geometry(d_model=1536, d_ff=3072, heads=12, layers=24, decoder_layers=32),
+}
+T5_FIELDS = [f.name for f in dataclasses.fields(T5Geometry)]
+T5_COMMANDS = ("generate", "train_t5")
+TOP_K = 40  # generate: top-k sampling, temperature 1.0
+# generate's cmrcx eos_token_id: no sampled id (0 .. vocab-1) equals it, so no row stops
+# early. The torch side keeps eos 1 and passes min_new_tokens = max_new_tokens, whose
+# logits processor sets EOS's logit to -inf at every step: it never stops early either.
+NO_EOS = -1
+T5_LEARNING_RATE = 1e-4  # LongLM pretraining: Adam, lr 1e-4 (LOT paper section 4)
+
+
+def cmrcx_t5_config(g: T5Geometry, dtype="float32", remat_policy="none", eos_token_id=1):
+    """cmrcx's T5Config of geometry `g` (the rest as longlm_small.gin)."""
+    from cmrcx.models.t5 import T5Config
+
+    return T5Config(
+        vocab_size=g.vocab,
+        d_model=g.d_model,
+        d_kv=g.d_kv,
+        d_ff=g.d_ff,
+        num_layers=g.layers,
+        num_decoder_layers=g.decoder_layers,
+        num_heads=g.heads,
+        feed_forward_proj="relu",
+        tie_word_embeddings=True,
+        eos_token_id=eos_token_id,
+        dtype=dtype,
+        remat_policy=remat_policy,
+    )
+
+
+def torch_t5_config(g: T5Geometry):
+    """transformers' T5Config of geometry `g`, as cmrcx_t5_config's (dropout 0.1)."""
+    import transformers
+
+    return transformers.T5Config(
+        vocab_size=g.vocab,
+        d_model=g.d_model,
+        d_kv=g.d_kv,
+        d_ff=g.d_ff,
+        num_layers=g.layers,
+        num_decoder_layers=g.decoder_layers,
+        num_heads=g.heads,
+        relative_attention_num_buckets=32,
+        relative_attention_max_distance=128,
+        dropout_rate=0.1,
+        layer_norm_epsilon=1e-6,
+        feed_forward_proj="relu",
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+    )
+
+
+def seq2seq_batch(g: T5Geometry, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random full-length rows (int32), as Seq2SeqModel reads them: inputs, inputs_mask
+    [batch, input_length]; targets (ending in EOS 1), targets_mask [batch, target_length];
+    example_mask [batch]. Ids avoid pad 0 and EOS 1."""
+    rng = np.random.default_rng(seed)
+    targets = rng.integers(2, g.vocab, [g.batch, g.target_length], dtype=np.int32)
+    targets[:, -1] = 1
+    return {
+        "inputs": rng.integers(2, g.vocab, [g.batch, g.input_length], dtype=np.int32),
+        "inputs_mask": np.ones([g.batch, g.input_length], np.int32),
+        "targets": targets,
+        "targets_mask": np.ones([g.batch, g.target_length], np.int32),
+        "example_mask": np.ones([g.batch], np.int32),
+    }
+
+
+def seq2seq_trainer(g: T5Geometry, dtype="float32", remat_policy="none"):
+    """A cmrcx Trainer on one device for Seq2SeqModel (teacher forcing), AdamW lr 1e-4."""
+    import jax
+
+    from cmrcx.model_api.seq2seq import Seq2SeqModel
+    from cmrcx.training import partitioning
+    from cmrcx.training.trainer import Trainer, adamw_with_warmup
+
+    model = Seq2SeqModel(cmrcx_t5_config(g, dtype, remat_policy), g.input_length, g.target_length)
+    mesh = partitioning.make_mesh((1, 1), devices=jax.devices()[:1])
+    optimizer = adamw_with_warmup(T5_LEARNING_RATE, 1000)
+    return Trainer(model, optimizer, mesh, model.example_batch(g.batch))
+
+
+def compile_recorder():
+    """(events, after_first): jax's compile-phase seconds, captured after the first call."""
+    import jax
+
+    events, compile_events = collections.defaultdict(float), {}
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: events.__setitem__(event, events[event] + seconds)
+    )
+
+    def after_first():
+        compile_events.update(
+            {k.rsplit("/", 1)[-1]: v for k, v in events.items() if "/compile/" in k}
+        )
+
+    return compile_events, after_first
+
+
+def run_cmrcx_t5(args, g: T5Geometry) -> dict:
+    """Times cmrcx's decoding.sample call (generate) or Seq2Seq train step (train_t5)."""
+    import itertools
+
+    import flax.linen as nn
+    import jax
+
+    from cmrcx.models import decoding
+    from cmrcx.models.t5 import T5ForConditionalGeneration
+
+    batch = seq2seq_batch(g, args.seed)
+    if args.mode == "generate":
+        model = T5ForConditionalGeneration(cmrcx_t5_config(g, eos_token_id=NO_EOS))
+        inputs, mask = jax.device_put(batch["inputs"]), jax.device_put(batch["inputs_mask"])
+        init = jax.jit(lambda rng: nn.meta.unbox(model.init(rng, inputs, mask, inputs[:, :1])))
+        params = jax.block_until_ready(init(jax.random.key(args.seed))["params"])
+        calls, lengths = itertools.count(), []
+
+        def step():
+            rng = jax.random.fold_in(jax.random.key(args.seed), next(calls))
+            out = decoding.sample(model, params, inputs, mask, g.target_length, rng, top_k=TOP_K)
+            lengths.append(int(np.min(jax.device_get(out.lengths))))  # synchronises
+    else:
+        trainer = seq2seq_trainer(g)
+        state = jax.block_until_ready(trainer.init_state())
+        lengths = [g.target_length]
+
+        def step():
+            nonlocal state
+            state, metrics = trainer.train_step(state, batch)
+            jax.block_until_ready((state, metrics))
+
+    compile_events, after_first = compile_recorder()  # after init: the first call compiles
+    result = measured_steps(step, args.warmup, args.steps, after_first)
+    return {**result, "compile_events": compile_events, "min_new_tokens": min(lengths)}
+
+
+def run_torch_t5(args, g: T5Geometry) -> dict:
+    """Times transformers' T5 generate (top-k sampling, KV cache) or train step (AdamW)."""
+    import torch
+    import transformers
+
+    torch.set_num_threads(len(args.cpus.split(",")))
+    torch.manual_seed(args.seed)
+    batch = {k: torch.from_numpy(v).long() for k, v in seq2seq_batch(g, args.seed).items()}
+    model = transformers.T5ForConditionalGeneration(torch_t5_config(g))
+    lengths = [g.target_length]
+    if args.mode == "generate":
+        model.eval()
+        lengths = []
+
+        def step():
+            with torch.inference_mode():
+                out = model.generate(
+                    input_ids=batch["inputs"],
+                    attention_mask=batch["inputs_mask"],
+                    do_sample=True,
+                    top_k=TOP_K,
+                    temperature=1.0,
+                    max_new_tokens=g.target_length,
+                    min_new_tokens=g.target_length,
+                    use_cache=True,
+                )
+            lengths.append(out.shape[1] - 1)  # without the decoder start token
+    else:
+        model.train()
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=T5_LEARNING_RATE, eps=1e-6, weight_decay=0.01
+        )
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            model(
+                input_ids=batch["inputs"],
+                attention_mask=batch["inputs_mask"],
+                labels=batch["targets"],
+            ).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+
+    result = measured_steps(step, args.warmup, args.steps)
+    return {**result, "min_new_tokens": min(lengths)}
+
+
+def t5_worker_main(args) -> None:
+    """`_t5_worker`: one side's timings as a JSON line on stdout."""
+    g = T5Geometry(**{name: getattr(args, name) for name in T5_FIELDS})
+    result = (run_cmrcx_t5 if args.side == "cmrcx" else run_torch_t5)(args, g)
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def t5_tokens(g: T5Geometry, command: str) -> int:
+    """Tokens per call: generated tokens (generate); input + target tokens (train_t5)."""
+    if command == "generate":
+        return g.batch * g.target_length
+    return g.batch * (g.input_length + g.target_length)
+
+
+def t5_side_summary(runs: list[dict], warmup: int, tokens: int) -> dict:
+    """Medians over the timed calls of one side's runs; the first (compiling) call apart."""
+    timed_calls = [t for run in runs for t in run["step_seconds"][warmup:]]
+    median = statistics.median(timed_calls)
+    first = statistics.median(run["step_seconds"][0] for run in runs)
+    summary = {
+        "median_seconds": median,
+        "tokens_per_second": tokens / median,
+        "first_call_seconds": first,
+        "first_over_steady": first / median,
+        "seconds_per_round": [run["step_seconds"] for run in runs],
+        "min_new_tokens": min(run["min_new_tokens"] for run in runs),
+    }
+    for key in ("minor_faults_per_step", "system_seconds_per_step", "user_seconds_per_step"):
+        summary[key] = statistics.median(run[key] for run in runs)
+    if "compile_events" in runs[0]:
+        events = [run["compile_events"] for run in runs]
+        summary["compile_seconds"] = {
+            key: statistics.median(e.get(key, 0.0) for e in events) for key in events[0]
+        }
+    return summary
+
+
+def compare_t5(args) -> dict:
+    """generate / train_t5: alternating cmrcx / torch children per batch size."""
+    base = T5Geometry(**{name: getattr(args, name) for name in T5_FIELDS if name != "batch"})
+    batches = [int(b) for b in str(args.batch).split(",")]
+    results = []
+    for batch in batches:
+        g = dataclasses.replace(base, batch=batch)
+        runs = {"cmrcx": [], "torch": []}
+        for _ in range(args.rounds):
+            for side in runs:
+                runs[side].append(run_child(args, side, t5_worker_command(args, side, g)))
+        tokens = t5_tokens(g, args.command)
+        cmrcx, torch = (t5_side_summary(runs[s], args.warmup, tokens) for s in runs)
+        results.append({
+            "geometry": dataclasses.asdict(g),
+            "tokens_per_call": tokens,
+            "cmrcx": cmrcx,
+            "torch": torch,
+            # > 1 means cmrcx is faster.
+            "speed_ratio_cmrcx_over_torch": torch["median_seconds"] / cmrcx["median_seconds"],
+        })  # fmt: skip
+    if args.command == "generate":
+        setting = (f"top-k {TOP_K} sampling, temperature 1.0, KV cache, exactly "
+                   f"{base.target_length} new tokens (cmrcx eos_token_id {NO_EOS}; torch "
+                   "min_new_tokens = max_new_tokens masks EOS)")  # fmt: skip
+    else:
+        setting = (f"teacher-forced step, dropout 0.1, AdamW lr {T5_LEARNING_RATE} eps 1e-6 "
+                   "wd 0.01, global-norm clip 1.0; tokens = batch x (input + target)")  # fmt: skip
+    return {
+        "benchmark": args.command,
+        "machine": machine_info(args.cpus),
+        "setting": setting,
+        "method": {"rounds": args.rounds, "warmup": args.warmup, "steps": args.steps,
+                   "glibc_tunables": args.glibc_tunables or os.environ.get("GLIBC_TUNABLES")},
+        "results": results,
+    }  # fmt: skip
+
+
+def print_t5_comparison(report: dict) -> None:
+    print_header(report)
+    print(report["setting"])
+    for result in report["results"]:
+        g, c, t = result["geometry"], result["cmrcx"], result["torch"]
+        print(f"\ngeometry: {g}; tokens/call {result['tokens_per_call']}")
+        print(f"{'':28}{'cmrcx (JAX)':>16}{'torch':>16}")
+        rows = [
+            ("median call (s)", "median_seconds", "{:.3f}"),
+            ("tokens/s", "tokens_per_second", "{:.1f}"),
+            ("first call (s)", "first_call_seconds", "{:.2f}"),
+            ("first / steady", "first_over_steady", "{:.2f}"),
+            ("system CPU s / call", "system_seconds_per_step", "{:.2f}"),
+        ]
+        if report["benchmark"] == "generate":
+            rows.append(("fewest new tokens in a row", "min_new_tokens", "{}"))
+        for label, key, fmt in rows:
+            print(f"{label:28}{fmt.format(c[key]):>16}{fmt.format(t[key]):>16}")
+        compile_text = ", ".join(f"{k} {v:.2f}" for k, v in c.get("compile_seconds", {}).items())
+        print(f"cmrcx compile (s): {compile_text}")
+        print(f"speed ratio cmrcx / torch: {result['speed_ratio_cmrcx_over_torch']:.3f}")
+
+
 # ---------------------------------------------------------------- input pipeline
 
 
@@ -594,16 +920,21 @@ def print_input(report: dict) -> None:
 # ---------------------------------------------------------------- memory
 
 
-def memory_row(g: Geometry, variant: str) -> dict:
-    """Compiled memory of cmrcx's train step for one variant ("f32", "bf16+full", ...)."""
+def memory_row(g: Geometry | T5Geometry, variant: str) -> dict:
+    """Compiled memory of cmrcx's train step for one variant ("f32", "bf16+full", ...):
+    the cloze model for a BERT Geometry, Seq2SeqModel (teacher forcing) for a T5Geometry."""
     import jax
 
     precision, _, remat = variant.partition("+")
     dtype = {"f32": "float32", "bf16": "bfloat16"}[precision]
-    trainer = cmrcx_trainer(g, dtype=dtype, remat_policy=remat or "none")
+    if isinstance(g, T5Geometry):
+        trainer, example = seq2seq_trainer(g, dtype, remat or "none"), seq2seq_batch(g)
+    else:
+        trainer = cmrcx_trainer(g, dtype=dtype, remat_policy=remat or "none")
+        example = synthetic_batch(g)
     batch = {
         key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=trainer.batch_sharding)
-        for key, value in synthetic_batch(g).items()
+        for key, value in example.items()
     }
     start = time.perf_counter()
     compiled = trainer._train_step.lower(trainer.abstract_state, batch).compile()
@@ -626,8 +957,14 @@ def bench_memory(args) -> dict:
     """memory: every model x variant, compiled from shapes only (nothing allocated)."""
     models = {}
     for name in args.models.split(","):
-        g = geometry_from_args(args) if name == "custom" else PRESETS[name]
-        g = dataclasses.replace(g, batch=args.batch, seq=args.seq)
+        if name in T5_PRESETS:  # inputs --seq, targets --target_length (default --seq)
+            target = args.target_length or args.seq
+            g = dataclasses.replace(
+                T5_PRESETS[name], batch=args.batch, input_length=args.seq, target_length=target
+            )
+        else:
+            g = geometry_from_args(args) if name == "custom" else PRESETS[name]
+            g = dataclasses.replace(g, batch=args.batch, seq=args.seq)
         rows = [memory_row(g, variant) for variant in args.variants.split(",")]
         models[name] = {"geometry": dataclasses.asdict(g), "variants": rows}
     return {
@@ -647,8 +984,13 @@ def print_memory(report: dict) -> None:
     columns = ("argument", "output", "alias", "temp", "generated_code", "total")
     for name, model in report["models"].items():
         g = model["geometry"]
-        print(f"\n{name}: {g['layers']} layers, hidden {g['hidden']}, batch {g['batch']} x "
-              f"{g['seq']}  (GiB)")  # fmt: skip
+        if "d_model" in g:
+            print(f"\n{name}: {g['layers']}+{g['decoder_layers']} layers, d_model "
+                  f"{g['d_model']}, batch {g['batch']} x {g['input_length']}/"
+                  f"{g['target_length']}  (GiB)")  # fmt: skip
+        else:
+            print(f"\n{name}: {g['layers']} layers, hidden {g['hidden']}, batch {g['batch']} x "
+                  f"{g['seq']}  (GiB)")  # fmt: skip
         print(f"{'variant':12}" + "".join(f"{c:>10}" for c in columns[:4]) + f"{'code':>10}"
               f"{'total':>10}  fits (GiB)  compile s")  # fmt: skip
         for row in model["variants"]:
@@ -745,6 +1087,23 @@ def build_parser() -> argparse.ArgumentParser:
     workers.add_argument("--side", choices=("cmrcx", "torch"), required=True)
     workers.add_argument("--mode", choices=("train", "eval", "classify"), required=True)
     workers.add_argument("--classes", type=int, default=0)
+    # generate: LongLM-small, 512 input tokens, 64 new tokens, batches 1 and 8;
+    # train_t5: LongLM-small, 512 inputs / 128 targets, batch 4.
+    for name, batch, target in (("generate", "1,8", 64), ("train_t5", "4", 128),
+                                ("_t5_worker", "4", 128)):  # fmt: skip
+        sub = commands.add_parser(name)
+        for field in T5_FIELDS[:-2]:
+            sub.add_argument(f"--{field}", type=int, default=getattr(T5Geometry(), field))
+        sub.add_argument("--target_length", type=int, default=target,
+                         help="generate: new tokens; train_t5: target tokens")  # fmt: skip
+        sub.add_argument("--batch", default=batch, help="batch size(s), comma-separated")
+        sub.add_argument("--rounds", type=int, default=2, help="A/B rounds")
+        sub.add_argument("--warmup", type=int, default=2, help="excluded calls per child")
+        sub.add_argument("--steps", type=int, default=5, help="timed calls per child")
+        sub.add_argument("--glibc_tunables", help="as train's")
+    workers = commands.choices["_t5_worker"]
+    workers.add_argument("--side", choices=("cmrcx", "torch"), required=True)
+    workers.add_argument("--mode", choices=T5_COMMANDS, required=True)
     sub = commands.add_parser("input")
     sub.add_argument("--passages", type=int, default=10_000)
     sub.add_argument("--vocab", type=Path, default=TINY_VOCAB)
@@ -756,7 +1115,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--train_batch", type=int, default=2)
     sub = commands.add_parser("memory")
     add_geometry_flags(sub, batch=24)
-    sub.add_argument("--models", default="base,large", help="base, large, custom (flags)")
+    sub.add_argument(
+        "--models", default="base,large", help="base, large, custom (flags), longlm_small, "
+        "longlm_large (T5 fine-tuning step: inputs --seq, targets --target_length)"
+    )  # fmt: skip
+    sub.add_argument("--target_length", type=int, default=0, help="T5 targets; 0: --seq")
     sub.add_argument("--variants", default="f32,f32+dots,f32+full,bf16,bf16+full")
     for sub in commands.choices.values():
         sub.add_argument("--cpus", default=default_cpus, help="CPU list for taskset")
@@ -774,6 +1137,10 @@ def main() -> None:
     if args.command == "_worker":
         worker_main(args)
         return
+    if args.command == "_t5_worker":
+        args.batch = int(args.batch)
+        t5_worker_main(args)
+        return
     if args.command in ("input", "memory"):
         os.sched_setaffinity(0, [int(cpu) for cpu in args.cpus.split(",")])
         sys.path.insert(0, str(REPO_ROOT))
@@ -781,6 +1148,8 @@ def main() -> None:
         "train": (compare, print_comparison),
         "eval": (compare, print_comparison),
         "classify": (compare, print_comparison),
+        "generate": (compare_t5, print_t5_comparison),
+        "train_t5": (compare_t5, print_t5_comparison),
         "input": (bench_input, print_input),
         "memory": (bench_memory, print_memory),
     }[args.command]
