@@ -119,6 +119,7 @@ def test_eval_with_eager_attention():
     )
 
 
+@pytest.mark.slow  # child processes with jax and torch: ~20 s
 def test_classify_compares_both_sides():
     """CLUE-style fine-tuning: pooler + 3-way classifier, batch 4 x 64, AdamW."""
     report = run_bench("classify", *TINY, *TINY_RUN, "--batch", "4", "--classes", "3")
@@ -206,6 +207,7 @@ def _check_t5_side(side: dict, tokens: int) -> None:
     assert len(side["seconds_per_round"][0]) == 3  # warm-up + timed
 
 
+@pytest.mark.slow  # child processes with jax and torch: ~20 s
 def test_generate_compares_both_sides_per_batch():
     """Both sides produce all 8 new tokens in every row (EOS disabled) at batches 1 and 2."""
     report = run_bench("generate", *TINY_T5, "--target_length", "8", "--batch", "1,2",
@@ -220,6 +222,7 @@ def test_generate_compares_both_sides_per_batch():
         assert 0 < result["speed_ratio_cmrcx_over_torch"] < math.inf
 
 
+@pytest.mark.slow  # child processes with jax and torch: ~20 s
 def test_train_t5_compares_both_sides():
     report = run_bench("train_t5", *TINY_T5, "--target_length", "16", "--batch", "2",
                        "--rounds", "1", "--warmup", "1", "--steps", "2")  # fmt: skip
@@ -258,6 +261,7 @@ def test_t5_configs_agree():
     assert ours.feed_forward_proj == theirs.feed_forward_proj == "relu"
 
 
+@pytest.mark.slow  # child processes with jax and torch: ~20 s
 def test_t5_memory_report():
     """LongLM-small's Seq2Seq step at batch 2 x 64/32, compiled only."""
     report = run_bench("memory", "--models", "longlm_small", "--batch", "2", "--seq", "64",
