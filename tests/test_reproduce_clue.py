@@ -17,6 +17,7 @@ from cmrcx.launch import package_path
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "reproduce_clue.sh"
 
 
+@pytest.mark.slow  # trains two tasks through the script: ~55 s (test_clue_runs covers the parts)
 def test_reproduce_clue_trains_present_tasks_and_writes_row_and_submission(tmp_path):
     data_root = tmp_path / "clue"
     shutil.copytree(package_path("data/clue_sample/afqmc_public"), data_root / "afqmc_public")

@@ -196,6 +196,7 @@ class Runner:
                 continue
             self.checkpoints.set_aside(unreadable)
             return step, state
+        self.checkpoints.close()  # orbax's threads wind down before the one-line exit
         raise ConfigError(
             f"no readable checkpoint in {self.checkpoints.directory} (steps "
             f"{', '.join(map(str, unreadable))} are damaged): remove them to train from "
