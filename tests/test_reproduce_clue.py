@@ -10,6 +10,7 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
 from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 from cmrcx.launch import package_path
