@@ -3,12 +3,14 @@ step; nothing after the last finite step is saved, no prediction file is written
 run resumes from the last good checkpoint with a sane learning rate."""
 
 import gin
+import jax
 import numpy as np
 import pytest
+from test_preemption import flags as preemption_flags
+from test_preemption import runner_for
 
 from cmrcx import launch, train
-from cmrcx.launch import TrainingDiverged, package_path
-from cmrcx.training.runner import Runner
+from cmrcx.launch import TrainingDiverged
 
 
 @pytest.fixture(autouse=True)
@@ -19,24 +21,12 @@ def clean_gin():
 
 
 def flags(model_dir, tfds_cache, learning_rate):
-    return [
-        "--gin_file=clue_afqmc_tiny.gin",
-        f"--gin.MODEL_DIR='{model_dir}'",
-        f"--gin.DATA_DIR='{package_path('data/clue_sample/afqmc_public')}'",
+    """test_preemption's tiny AFQMC run; later bindings override its earlier ones."""
+    return preemption_flags(model_dir, tfds_cache, steps=6) + [
         f"--gin.RunConfig.learning_rate={learning_rate}",
-        "--gin.RunConfig.num_train_steps=6",
         "--gin.RunConfig.save_every=2",
         "--gin.RunConfig.log_every=6",
-        "--gin.RunConfig.max_length=32",
-        f"--gin.RunConfig.tfds_cache_dir='{tfds_cache}'",
     ]
-
-
-def runner_for(argv):
-    gin.clear_config()
-    args = launch.parse_flags(argv, "test")
-    launch.parse_gin(args.gin_file, args.gin_bindings)
-    return Runner(launch.run_config_from_gin())
 
 
 def test_a_diverging_run_stops_and_resumes_from_the_last_good_checkpoint(tmp_path):
@@ -52,17 +42,12 @@ def test_a_diverging_run_stops_and_resumes_from_the_last_good_checkpoint(tmp_pat
     assert not (model_dir / "predictions").exists()
     # Every saved checkpoint holds finite parameters.
     state = runner.checkpoints.restore(latest, runner.trainer.abstract_state)
-    assert all(np.isfinite(np.asarray(x)).all() for x in jax_leaves(state.params))
+    params = jax.tree.leaves(jax.device_get(state.params))
+    assert all(np.isfinite(np.asarray(x)).all() for x in params)
 
     resumed = runner_for(flags(model_dir, cache, 5e-4))
     state, losses = resumed.train()
     assert int(state.step) == 6 and all(np.isfinite(loss) for _, loss in losses)
-
-
-def jax_leaves(tree):
-    import jax
-
-    return jax.tree.leaves(jax.device_get(tree))
 
 
 @pytest.mark.slow
