@@ -150,8 +150,7 @@ class Runner:
         """MODEL_DIR/run_config.json: what the checkpoints are (mixture evaluation reads it)."""
         path = os.path.join(self.run.model_dir, launch.RUN_CONFIG_FILE)
         if jax.process_index() != 0 or os.path.isfile(path):
-            return
-        os.makedirs(self.run.model_dir, exist_ok=True)
+            return  # MODEL_DIR exists: _check_writable made it
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             json.dump(launch.run_config_json(self.run), f, indent=1)
         os.replace(path + ".tmp", path)
@@ -257,8 +256,8 @@ class Runner:
         )
         with model_dir_lock(run.model_dir), _sigterm_flag() as sigterm:
             state = self._train_loop(state, end, batches, progress, losses)
-            if sigterm.is_set() and int(jax.device_get(state.step)) < end:
-                step = int(jax.device_get(state.step))
+            step = int(jax.device_get(state.step))
+            if sigterm.is_set() and step < end:
                 raise launch.Preempted(
                     f"SIGTERM: stopped after step {step} and saved it "
                     f"({self.checkpoints.directory}/{step}); run the same command to resume"
