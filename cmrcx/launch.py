@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import importlib.resources
 import logging
 import os
@@ -51,6 +52,14 @@ class TrainingDiverged(RuntimeError):
 class Preempted(RuntimeError):
     """SIGTERM arrived: the current step finished and was saved; rerun to resume."""
 
+
+class StorageError(OSError):
+    """A file or checkpoint could not be written (disk full, quota, read-only, permission);
+    the message names the path and what is still intact."""
+
+
+# errno values of a storage that refuses writes (not a bug of the run).
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 PREEMPTED_EXIT_STATUS = 143  # 128 + SIGTERM, what schedulers expect of a terminated job
 
@@ -368,11 +377,27 @@ def main_guard(main, argv: Sequence[str] | None = None) -> None:
     try:
         main(sys.argv[1:] if argv is None else argv)
     except Preempted as preempted:
-        print(f"preempted: {preempted}", file=sys.stderr)
-        sys.exit(PREEMPTED_EXIT_STATUS)
+        _end(f"preempted: {preempted}", PREEMPTED_EXIT_STATUS, argv)
     except (ConfigError, DataFormatError, MissingSplitError, TrainingDiverged) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        _end(f"error: {error}", 2, argv)
+    except StorageError as error:
+        _end(f"error: {error}", 2, argv)
+    except OSError as error:
+        if error.errno not in STORAGE_ERRNOS:
+            raise
+        _end(f"error: cannot write {error.filename}: {error.strerror}", 2, argv)
+
+
+def _end(message: str, status: int, argv) -> None:
+    """Prints the one-line message and exits. As the process's own command (argv None) it
+    ends at once after flushing: orbax's background writers would otherwise print
+    shutdown tracebacks after the message. In-process callers (tests) get SystemExit."""
+    print(message, file=sys.stderr)
+    if argv is not None:
+        sys.exit(status)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 gin.external_configurable(BertConfig, module="cmrcx")

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
+import re
 import shutil
 
 import jax
@@ -18,6 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
+from cmrcx import launch
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config
 
@@ -33,6 +36,7 @@ class TrainCheckpoints:
     """
 
     def __init__(self, model_dir: str, keep: int = 3, save_every: int = 1000):
+        _quiet_storage_failure_logs()
         self.directory = os.path.join(os.path.abspath(model_dir), "checkpoints")
         self.manager = ocp.CheckpointManager(
             self.directory,
@@ -43,6 +47,23 @@ class TrainCheckpoints:
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
+
+    def remove_unfinished(self) -> list[str]:
+        """Deletes the temporary directories of saves a killed process left unfinished
+        (orbax writes ``<step>.orbax-checkpoint-tmp*`` and renames it when whole). Only
+        the training process holding MODEL_DIR's lock may call this: an evaluation
+        running beside a training run would delete the write in progress."""
+        if jax.process_index() != 0 or not os.path.isdir(self.directory):
+            return []
+        unfinished = sorted(
+            name for name in os.listdir(self.directory) if ocp.utils.TMP_DIR_SUFFIX in name
+        )
+        for name in unfinished:
+            shutil.rmtree(os.path.join(self.directory, name))
+            print(f"removed an unfinished checkpoint write: {self.directory}/{name}", flush=True)
+        if unfinished:
+            self.manager.reload()
+        return unfinished
 
     def due(self, step: int, force: bool = False) -> bool:
         """Whether `save(step, ..., force)` would write a checkpoint."""
@@ -71,16 +92,83 @@ class TrainCheckpoints:
         return removed
 
     def save(self, step: int, state, force: bool = False) -> bool:
-        """Saves if `step` is on the interval (or `force`); asynchronous."""
-        return self.manager.save(step, args=ocp.args.StandardSave(state), force=force)
+        """Saves if `step` is on the interval (or `force`); asynchronous. A failed write
+        (this one's or the previous, still running, one's) on a full or read-only disk is
+        a `StorageError` naming the directory; the latest whole checkpoint stays."""
+        try:
+            return self.manager.save(step, args=ocp.args.StandardSave(state), force=force)
+        except Exception as error:
+            self._raise_storage_error(error)
+            raise
+
+    def _raise_storage_error(self, error: BaseException) -> None:
+        """StorageError if `error` (or its cause) is a refused write; else returns."""
+        reason = storage_failure(error)
+        if reason is None:
+            return
+        try:
+            unfinished = self.remove_unfinished()  # frees the space the partial write took
+        except OSError:
+            unfinished = []
+        steps = ", ".join(name.split(".")[0] for name in unfinished) or "?"
+        latest = self.manager.latest_step()
+        resume = (
+            f"the latest whole checkpoint is step {latest}"
+            if latest is not None
+            else "no checkpoint was saved before it"
+        )
+        raise launch.StorageError(
+            f"the checkpoint of step {steps} could not be written to {self.directory} "
+            f"({reason}); its partial files were removed and {resume}: free space (or move "
+            "MODEL_DIR) and run the same command to resume"
+        ) from error
 
     def restore(self, step: int, abstract_state):
         """State at `step`, placed in the shardings of `abstract_state`."""
         return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_state))
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
+        """Waits for the pending write (StorageError if it failed) and closes."""
+        try:
+            self.manager.wait_until_finished()
+        except Exception as error:
+            self._raise_storage_error(error)
+            raise
         self.manager.close()
+
+
+class _StorageFailureLogFilter(logging.Filter):
+    """orbax's writer threads log a failed write with its traceback, then the main thread
+    raises it; a refused write is told there, as one `launch.StorageError` line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and storage_failure(record.exc_info[1]))
+
+
+def _quiet_storage_failure_logs() -> None:
+    absl_logger = logging.getLogger("absl")  # where absl.logging (orbax's logger) writes
+    if not any(isinstance(f, _StorageFailureLogFilter) for f in absl_logger.filters):
+        absl_logger.addFilter(_StorageFailureLogFilter())
+
+
+_OS_ERROR_CODE = re.compile(r"os_error_code='(\d+)'")
+
+
+def storage_failure(error: BaseException) -> str | None:
+    """The reason ("No space left on device") if `error`, or an error in its chain, is
+    a write the storage refused (`launch.STORAGE_ERRNOS`); None otherwise. orbax raises
+    tensorstore's failures as ValueError text with ``os_error_code='28'`` in it."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        code = error.errno if isinstance(error, OSError) else None
+        match = _OS_ERROR_CODE.search(str(error))
+        if code is None and match:
+            code = int(match.group(1))
+        if code in launch.STORAGE_ERRNOS:
+            return os.strerror(code)
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def export_params(

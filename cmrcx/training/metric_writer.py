@@ -1,6 +1,8 @@
 """Metric lines: MODEL_DIR/metrics.jsonl (one JSON object per line) and TensorBoard.
 
-Only process 0 writes, so a multi-host run logs once.
+Only process 0 writes, so a multi-host run logs once. A resumed run first `rewind`s the
+file to its checkpoint's step: lines a killed run wrote after that step (and a line cut
+short by the kill) go, so the file never holds a line the resumed run contradicts.
 """
 
 from __future__ import annotations
@@ -35,3 +37,44 @@ class MetricWriter:
             for name, value in metrics.items():
                 tf.summary.scalar(f"{split}/{name}", value)
         self._summary.flush()
+
+    def rewind(self, step: int) -> int:
+        """Drops the lines after `step` (a run resuming from `step`'s checkpoint writes them
+        again) and any unreadable line (one cut short by a kill). Returns how many went."""
+        if not self.enabled or not os.path.isfile(self.path):
+            return 0
+        with open(self.path, encoding="utf-8") as f:
+            lines = f.readlines()
+        kept = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
+        if len(kept) == len(lines):
+            return 0
+        with open(self.path + ".tmp", "w", encoding="utf-8") as f:
+            f.writelines(kept)
+        os.replace(self.path + ".tmp", self.path)
+        print(
+            f"{self.path}: dropped {len(lines) - len(kept)} line(s) written after step {step} "
+            "by an interrupted run (this run writes them again)",
+            flush=True,
+        )
+        return len(lines) - len(kept)
+
+    def has_line(self, step: int, split: str) -> bool:
+        """Whether metrics.jsonl holds a `split` line of `step` (e.g. an evaluation)."""
+        if not os.path.isfile(self.path):
+            return False
+        with open(self.path, encoding="utf-8") as f:
+            return any(
+                _step_of(line) == step and json.loads(line).get("split") == split for line in f
+            )
+
+
+def _step_of(line: str) -> int | None:
+    """The step of a whole metrics line; None for a line cut short or not a record."""
+    if not line.endswith("\n"):
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) else None

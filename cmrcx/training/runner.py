@@ -230,32 +230,30 @@ class Runner:
         return state.replace(params=params)
 
     def train(self, stop_at: int | None = None):
-        """Trains to the schedule's end (or `stop_at`), saving and evaluating on the way."""
-        run, state = self.run, self.initial_state()
-        start = int(jax.device_get(state.step))
-        end = min(self.num_train_steps, stop_at or self.num_train_steps)
-        # Every host reads the same global batch and feeds its rows: the data, and
-        # so the losses, do not depend on the number of hosts.
-        shard = input_pipeline.host_shard(self.trainer.batch_sharding, run.batch_size)
-        batches = input_pipeline.train_batches(
-            self.train_task,
-            run.train_split,
-            run.batch_size,
-            self.model.train_keys,
-            run.seed,
-            start,
-            shard,
-        )
-        losses = []
-        progress = tqdm(
-            range(start, end),
-            desc="train",
-            initial=start,
-            total=end,
-            disable=jax.process_index() != 0,
-        )
+        """Trains to the schedule's end (or `stop_at`), saving and evaluating on the way.
+
+        A run killed at any moment (kill -9 included) resumes from its newest whole
+        checkpoint: unfinished checkpoint writes are removed, metrics.jsonl loses the
+        lines written after that step, and an evaluation the kill cut short runs again.
+        """
+        run = self.run
         with model_dir_lock(run.model_dir), _sigterm_flag() as sigterm:
-            state = self._train_loop(state, end, batches, progress, losses)
+            self.checkpoints.remove_unfinished()
+            state = self.initial_state()
+            start = int(jax.device_get(state.step))
+            self.writer.rewind(start)
+            end = min(self.num_train_steps, stop_at or self.num_train_steps)
+            if self._evaluation_missing(start, end):
+                self.evaluate(state, start)
+            progress = tqdm(
+                range(start, end),
+                desc="train",
+                initial=start,
+                total=end,
+                disable=jax.process_index() != 0,
+            )
+            losses = []
+            state = self._train_loop(state, end, self._batches(start), progress, losses)
             step = int(jax.device_get(state.step))
             if sigterm.is_set() and step < end:
                 raise launch.Preempted(
@@ -263,6 +261,32 @@ class Runner:
                     f"({self.checkpoints.directory}/{step}); run the same command to resume"
                 )
         return state, losses
+
+    def _batches(self, start: int):
+        """Training batches from step `start` on. Every host reads the same global batch
+        and feeds its rows: the data, and so the losses, do not depend on the host count."""
+        shard = input_pipeline.host_shard(self.trainer.batch_sharding, self.run.batch_size)
+        return input_pipeline.train_batches(
+            self.train_task,
+            self.run.train_split,
+            self.run.batch_size,
+            self.model.train_keys,
+            self.run.seed,
+            start,
+            shard,
+        )
+
+    def _evaluation_missing(self, start: int, end: int) -> bool:
+        """Whether the periodic evaluation of the resumed step was cut short (its checkpoint
+        is whole, its metrics line absent): the run does it before going on. Every host
+        reads the shared MODEL_DIR's file, so all of them agree to evaluate."""
+        run = self.run
+        return (
+            0 < start < end
+            and bool(run.eval_every)
+            and start % run.eval_every == 0
+            and not self.writer.has_line(start, run.eval_split)
+        )
 
     def _train_loop(self, state, end: int, batches, progress, losses):
         """Steps start..end; stops early, saved, after the step in which SIGTERM arrived."""
@@ -274,9 +298,12 @@ class Runner:
             stop = _SIGTERM.is_set()
             saving = self.checkpoints.due(step + 1, force=step + 1 == end or stop)
             evaluating = bool(run.eval_every) and (step + 1) % run.eval_every == 0
-            if (step + 1) % run.log_every == 0 or step + 1 == end or saving or evaluating:
+            # A line at every save too: a resumed run's log windows then start where the
+            # uninterrupted run's did, so both log the same losses at the same steps.
+            logging = (step + 1) % run.log_every == 0 or step + 1 == end or saving
+            if logging or evaluating:
                 self._stop_if_diverged(flags)  # before anything is logged or saved
-            if (step + 1) % run.log_every == 0 or step + 1 == end:
+            if logging:
                 sums = jax.device_get(sums)
                 line = {
                     "loss": float(sums["loss_sum"] / sums["examples"]),
