@@ -24,8 +24,11 @@ demo: $(STAMP)
 	$(BIN)/python -m cmrcx.train --gin_file=clue_afqmc_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/clue_afqmc'"
 	$(BIN)/python -m cmrcx.score clue_afqmc cmrcx/data/clue_sample/afqmc_public/dev.json \
 		$(DEMO_DIR)/clue_afqmc/predictions/clue_afqmc_tiny_validation.json
+	$(BIN)/python -m cmrcx.train --gin_file=clue_cmrc2018_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/clue_cmrc2018'"
+	$(BIN)/python -m cmrcx.score cmrc2018 cmrcx/data/clue_mrc_sample/cmrc2018_public/dev.json \
+		$(DEMO_DIR)/clue_cmrc2018/predictions/clue_cmrc2018_tiny_validation.json
 	@echo "checkpoints: $(DEMO_DIR)/checkpoints  predictions: $(DEMO_DIR)/predictions"
-	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc"
+	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc  CLUE CMRC 2018: $(DEMO_DIR)/clue_cmrc2018"
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q

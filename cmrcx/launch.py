@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import gin
 
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
+from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config
 from cmrcx.training.partitioning import RULE_SETS
@@ -31,7 +32,7 @@ OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
 # The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
 # LongLM pretraining: the mixture of both objectives, or one (cmrcx.tasks.longlm.TASKS).
 LONGLM_TASKS = ("longlm_pretrain", "longlm_infilling", "longlm_continuation")
-RUN_TASKS = ("cmrc2019", *CLUE_TASKS, *LONGLM_TASKS)
+RUN_TASKS = ("cmrc2019", *CLUE_TASKS, *CLUE_MRC_TASKS, *LONGLM_TASKS)
 _DATA_HINTS = {
     "longlm": "of the pretraining corpus: a folder of UTF-8 .txt files (novels, stories; "
     "LOT paper section 4), and RunConfig.validation_data_dir a folder of held-out texts",

@@ -174,6 +174,7 @@ def memory_report():
     )
 
 
+@pytest.mark.slow  # a child process measuring memory: ~18 s
 def test_memory_report_fields(memory_report):
     rows = memory_report["models"]["custom"]["variants"]
     assert [row["variant"] for row in rows] == ["f32", "f32+dots", "f32+full", "bf16"]
@@ -186,6 +187,7 @@ def test_memory_report_fields(memory_report):
         assert row["fits_gib"] == [16, 32, 80]
 
 
+@pytest.mark.slow  # shares the memory child process above
 def test_remat_lowers_temp_memory(memory_report):
     temp = {
         row["variant"]: row["gib"]["temp"] for row in memory_report["models"]["custom"]["variants"]

@@ -71,6 +71,35 @@ def test_table_7_cells(experiment, batch, length, epochs, lr, hidden):
     assert (run.adam_epsilon, run.warmup_fraction, run.eval_split) == (1e-8, 0.1, "validation")
 
 
+# Reading comprehension: (experiment, batch, length, epochs, learning rate, hidden size,
+# warm-up fraction of the task's CLUE run script).
+MRC_CELLS = [
+    ("clue_cmrc2018_roberta_wwm_ext_large.gin", 32, 512, 2.0, 2.5e-5, 1024, 0.1),
+    ("clue_cmrc2018_roberta_large.gin", 32, 256, 2.0, 3e-5, 1024, 0.1),
+    ("clue_cmrc2018_ernie.gin", 32, 512, 2.0, 3e-5, 768, 0.1),
+    ("clue_chid11_bert.gin", 24, 64, 3.0, 2e-5, 768, 0.06),
+    ("clue_chid10_roberta_wwm_ext_large.gin", 24, 64, 3.0, 2e-5, 1024, 0.06),
+    ("clue_c311_roberta_wwm_ext.gin", 24, 512, 8.0, 2e-5, 768, 0.05),
+    ("clue_c310_bert_wwm_ext.gin", 24, 512, 8.0, 2e-5, 768, 0.05),
+]
+
+
+@pytest.mark.parametrize("experiment, batch, length, epochs, lr, hidden, warmup", MRC_CELLS)
+def test_table_7_mrc_cells(experiment, batch, length, epochs, lr, hidden, warmup):
+    launch.parse_gin([experiment], [])
+    run = launch.RunConfig()
+    assert experiment.startswith(run.task + "_")
+    assert (run.batch_size, run.max_length, run.num_epochs, run.learning_rate) == (
+        batch, length, epochs, lr,
+    )  # fmt: skip
+    assert run.model.hidden_size == hidden and run.require_pretrained
+    # BERTAdam of CLUE's mrc_pytorch scripts: epsilon 1e-6, decay 0.01, clipping at 1.0.
+    assert (run.adam_epsilon, run.weight_decay, run.max_grad_norm) == (1e-6, 0.01, 1.0)
+    assert (run.warmup_fraction, run.eval_split, run.optimizer) == (warmup, "validation", "adamw")
+    if run.task == "clue_cmrc2018":
+        assert run.doc_stride == 128
+
+
 def test_every_clue_gin_parses():
     for path in sorted(make_clue_gin.generated_files()):
         gin.clear_config()
@@ -99,7 +128,8 @@ def test_tiny_run_trains_evaluates_restores_and_submits(tmp_path, tfds_cache):
     run = tiny_run(tmp_path / "afqmc", tfds_cache)
     runner = Runner(run)
     state, losses = runner.train()
-    assert [step for step, _ in losses] == [3] and np.isfinite(losses[0][1])
+    assert [step for step, _ in losses] == [1, 3]  # step 1: orbax's first save, logged
+    assert all(np.isfinite(loss) for _, loss in losses)
     trained = runner.evaluate(state, 3)
     assert set(trained) == {"accuracy"} and 0 <= trained["accuracy"] <= 100
     predictions = tmp_path / "afqmc" / "predictions" / "clue_afqmc_tiny_validation.json"
@@ -121,7 +151,7 @@ def test_experiment_gin_with_tiny_overlay(tmp_path, tfds_cache):
     run = tiny_run(tmp_path / "x", tfds_cache, experiment="clue_afqmc_roberta_wwm_ext.gin")
     assert run.pretrained is None and run.task == "clue_afqmc"
     state, losses = Runner(run).train()
-    assert [step for step, _ in losses] == [3]
+    assert [step for step, _ in losses] == [1, 3]  # step 1: orbax's first save, logged
 
 
 def test_a_model_dir_refuses_another_geometry_or_task(tmp_path, tfds_cache):

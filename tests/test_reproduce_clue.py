@@ -1,6 +1,8 @@
-"""tools/reproduce_clue.sh end to end with a tiny random BERT, 2 steps per task: AFQMC (the
-bundled sample) and CMNLI plus the diagnostics set (tests/test_clue_fixtures.py); the other
-tasks' folders are missing and must be skipped and named."""
+"""tools/reproduce_clue.sh end to end with a tiny random BERT, 2 steps per task. One test
+with AFQMC (the bundled sample) and CMNLI plus the diagnostics set
+(tests/test_clue_fixtures.py): the other tasks' folders are missing and must be skipped
+and named. One with every task: the nine columns of Table 2, their average, and the
+eleven official files in the submission zip."""
 
 import json
 import os
@@ -13,18 +15,13 @@ import zipfile
 import pytest
 from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
+from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.launch import package_path
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "reproduce_clue.sh"
 
 
-@pytest.mark.slow  # trains two tasks through the script: ~55 s (test_clue_runs covers the parts)
-def test_reproduce_clue_trains_present_tasks_and_writes_row_and_submission(tmp_path):
-    data_root = tmp_path / "clue"
-    shutil.copytree(package_path("data/clue_sample/afqmc_public"), data_root / "afqmc_public")
-    cmnli = write_task_dir(data_root, "clue_cmnli")  # train.json, test.json
-    write_lines(cmnli / "dev.json", FIXTURES["clue_cmnli"]["labelled"][1])
-    write_task_dir(data_root, "clue_diagnostics")  # predicted by the CMNLI run
+def run_script(data_root, tmp_path):
     runs = tmp_path / "runs"
     extra = [
         "--gin_file=local_tiny.gin",  # tiny BERT, tiny vocabulary, random weights
@@ -40,17 +37,34 @@ def test_reproduce_clue_trains_present_tasks_and_writes_row_and_submission(tmp_p
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHON": sys.executable},
-        timeout=600,
+        timeout=1800,
     )
     assert out.returncode == 0, out.stderr[-4000:]
+    return runs, out
+
+
+def table(lines, title):
+    start = lines.index(title)
+    header, row = lines[start + 1].split(), lines[start + 2].split()
+    return start, dict(zip(header, row, strict=True))
+
+
+@pytest.mark.slow  # trains two tasks through the script: ~55 s (test_clue_runs covers the parts)
+def test_reproduce_clue_trains_present_tasks_and_writes_row_and_submission(tmp_path):
+    data_root = tmp_path / "clue"
+    shutil.copytree(package_path("data/clue_sample/afqmc_public"), data_root / "afqmc_public")
+    cmnli = write_task_dir(data_root, "clue_cmnli")  # train.json, test.json
+    write_lines(cmnli / "dev.json", FIXTURES["clue_cmnli"]["labelled"][1])
+    write_task_dir(data_root, "clue_diagnostics")  # predicted by the CMNLI run
+    runs, out = run_script(data_root, tmp_path)
     for task in ("clue_tnews11", "clue_iflytek", "clue_cluewsc11", "clue_csl", "clue_ocnli"):
+        assert f"skip {task}" in out.stderr
+    for task in ("clue_cmrc2018", "clue_chid11", "clue_c311"):
         assert f"skip {task}" in out.stderr
     assert "skip clue_afqmc" not in out.stderr and "skip clue_cmnli" not in out.stderr
     lines = out.stdout.splitlines()
     # The dev table (cmrcx.eval --mixture=clue): one row with an AFQMC score.
-    start = lines.index("clue validation")
-    header, row = lines[start + 1].split(), lines[start + 2].split()
-    scores = dict(zip(header, row, strict=True))
+    start, scores = table(lines, "clue validation")
     assert 0.0 <= float(scores["AFQMC"]) <= 100.0
     assert 0.0 <= float(scores["CMNLI"]) <= 100.0  # trained and scored, not in the average
     assert float(scores["Avg"]) == float(scores["AFQMC"])
@@ -67,3 +81,35 @@ def test_reproduce_clue_trains_present_tasks_and_writes_row_and_submission(tmp_p
     # The paper's row for comparison, last.
     assert lines[-3] == "paper Table 2 (test), BERT-base"
     assert lines[-1].split()[:7] == ["69.20", "56.58", "60.29", "63.45", "73.70", "80.36", "72.20"]
+
+
+@pytest.mark.slow  # trains ten tasks through the script: minutes
+def test_reproduce_clue_with_every_task(tmp_path):
+    data_root = tmp_path / "clue"
+    for task in ("clue_tnews11", "clue_iflytek", "clue_cluewsc11", "clue_afqmc", "clue_csl",
+                 "clue_ocnli", "clue_cmnli"):  # fmt: skip
+        directory = write_task_dir(data_root, task)
+        files = CLUE_TASKS[task].split_files
+        records = FIXTURES[task]["labelled"][1]  # serves as both train and dev
+        for split in ("train", "validation"):
+            write_lines(directory / files[split], records)
+    write_task_dir(data_root, "clue_diagnostics")
+    for name in ("cmrc2018_public", "chid_public", "c3_public"):
+        shutil.copytree(package_path(f"data/clue_mrc_sample/{name}"), data_root / name)
+    runs, out = run_script(data_root, tmp_path)
+    assert "skip" not in out.stderr
+    lines = out.stdout.splitlines()
+    _, scores = table(lines, "clue validation")
+    columns = ["TNEWS", "IFLYTEK", "CLUEWSC2020", "AFQMC", "CSL", "OCNLI", "CMRC", "ChID", "C3"]
+    assert list(scores) == ["Avg", *columns, "CMNLI"]
+    values = [float(scores[c]) for c in columns]
+    assert float(scores["Avg"]) == pytest.approx(sum(values) / 9, abs=0.01)
+    assert not any(line.startswith("missing") for line in lines)
+    with zipfile.ZipFile(runs / "clue_submission.zip") as archive:
+        names = sorted(archive.namelist())
+    assert names == sorted(
+        ["tnews11_predict.json", "iflytek_predict.json", "cluewsc11_predict.json",
+         "afqmc_predict.json", "csl_predict.json", "ocnli_50k_predict.json",
+         "cmrc2018_predict.json", "chid11_predict.json", "c311_predict.json",
+         "cmnli_predict.json", "diagnostics_predict.json"]
+    )  # fmt: skip

@@ -35,6 +35,7 @@ def _data_dir_with_a_test_file(directory: pathlib.Path) -> pathlib.Path:
     return directory
 
 
+@pytest.mark.slow  # converts, trains and scores through the script: ~25 s
 def test_reproduce_script_converts_trains_and_prints_the_table(tmp_path):
     checkpoint = tmp_path / "ckpt" / "bert"
     config = transformers.BertConfig(

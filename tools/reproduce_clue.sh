@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce one model's row of the CLUE paper's Table 2 (classification tasks).
+# Reproduce one model's row of the CLUE paper's Table 2 (all nine tasks, plus CMNLI).
 #
 #   tools/reproduce_clue.sh MODEL CLUE_DATA_ROOT PRETRAINED_EXPORT RUNS_ROOT [gin flags...]
 #
@@ -7,13 +7,15 @@
 #                    roberta_wwm_ext_large (gin_configs/clue_<task>_<MODEL>.gin, Table 7)
 # CLUE_DATA_ROOT     the unpacked official downloads: tnews_public/, iflytek_public/,
 #                    cluewsc2020_public/, afqmc_public/, csl_public/, ocnli_public/,
-#                    cmnli_public/ (and clue_diagnostics_public/); a missing one is skipped
+#                    cmnli_public/, cmrc2018_public/, chid_public/, c3_public/ (and
+#                    clue_diagnostics_public/); a missing one is skipped
 # PRETRAINED_EXPORT  a cmrcx export of the released checkpoint (python -m cmrcx.convert)
 # RUNS_ROOT          one run per task: RUNS_ROOT/<task>/
 # gin flags          appended to every training run, after the experiment file (e.g.
 #                    --gin_file=local_tiny.gin --gin.RunConfig.num_train_steps=2)
 #
-# Trains each task present (TNEWS 1.1, IFLYTEK, CLUEWSC2020 1.1, AFQMC, CSL, OCNLI, CMNLI),
+# Trains each task present (TNEWS 1.1, IFLYTEK, CLUEWSC2020 1.1, AFQMC, CSL, OCNLI,
+# CMRC 2018, ChID 1.1, C3 1.1, CMNLI),
 # then `cmrcx.eval --mixture=clue`: the dev row (RUNS_ROOT/clue_validation_results.json)
 # and the test predictions (RUNS_ROOT/clue_submission.zip, for the CLUE leaderboard).
 # Prints the paper's published row for MODEL last, for comparison.
@@ -22,8 +24,9 @@ if [ $# -lt 4 ]; then sed -n '2,19p' "$0"; exit 2; fi
 MODEL=$1; DATA_ROOT=$(realpath "$2"); PRETRAINED=$(realpath -m "$3")
 RUNS_ROOT=$(realpath -m "$4"); shift 4
 PYTHON=${PYTHON:-python}
-# Table 2's classification columns in its order, then CMNLI (trained, not in Table 2).
-TASKS="clue_tnews11 clue_iflytek clue_cluewsc11 clue_afqmc clue_csl clue_ocnli clue_cmnli"
+# Table 2's columns in its order, then CMNLI (trained, not in Table 2).
+TASKS="clue_tnews11 clue_iflytek clue_cluewsc11 clue_afqmc clue_csl clue_ocnli clue_cmrc2018
+  clue_chid11 clue_c311 clue_cmnli"
 GIN_DIR=$(dirname "$(realpath "$0")")/../gin_configs
 if [ ! -f "$GIN_DIR/clue_afqmc_$MODEL.gin" ]; then
   echo "unknown MODEL $MODEL: no gin_configs/clue_afqmc_$MODEL.gin" >&2; exit 2
@@ -32,7 +35,8 @@ fi
 declare -A PUBLIC_DIR
 while read -r task dir; do PUBLIC_DIR[$task]=$dir; done < <(
   "$PYTHON" -c 'from cmrcx.benchmarks.clue.tasks import TASKS
-for row in TASKS.values(): print(row.name, row.public_dir)')
+from cmrcx.benchmarks.clue_mrc.tasks import TASKS as MRC_TASKS
+for row in (*TASKS.values(), *MRC_TASKS.values()): print(row.name, row.public_dir)')
 
 mkdir -p "$RUNS_ROOT"
 trained=0
@@ -59,7 +63,7 @@ fi
 
 # Published: Table 2 of Xu et al., COLING 2020 (/work/shared/papers/
 # clue_xu_et_al_coling2020.md), test accuracy (EM for CMRC). The paper's Avg is over all
-# nine tasks, MRC included; Avg6 (over the six classification tasks) is computed here.
+# nine tasks; Avg6 (over the six classification tasks) is computed here.
 "$PYTHON" - "$MODEL" <<'PY'
 import sys
 

@@ -77,10 +77,18 @@ class BertConfig:
         return self.hidden_size // self.num_heads
 
 
-def _init(config: BertConfig, axes: tuple[str, ...]):
-    return nn.with_logical_partitioning(
-        nn.initializers.truncated_normal(config.initializer_range), axes
-    )
+# Kernel initialisers by name, both with stddev initializer_range: Google's TF BERT
+# draws truncated normals; the CLUE PyTorch baselines' `init_bert_weights`
+# (mrc_pytorch/pytorch_modeling.py), which build the span and multiple-choice heads,
+# draw plain normals.
+KERNEL_INITS = {
+    "truncated_normal": nn.initializers.truncated_normal,
+    "normal": nn.initializers.normal,
+}
+
+
+def _init(config: BertConfig, axes: tuple[str, ...], kind: str = "truncated_normal"):
+    return nn.with_logical_partitioning(KERNEL_INITS[kind](config.initializer_range), axes)
 
 
 def _zeros(axes: tuple[str, ...]):
@@ -95,17 +103,19 @@ def _dense(
     name: str,
     axis=-1,
     dtype: str | None = None,
+    init: str = "truncated_normal",
 ):
     """DenseGeneral with logical names on kernel (in_axis, *out_axes) and bias.
 
     dtype: compute dtype, config.dtype unless given (parameters are float32 either way).
+    init: the kernel's initialiser, a key of KERNEL_INITS; the bias starts at zero.
     """
     return nn.DenseGeneral(
         features,
         axis=axis,
         dtype=jnp.dtype(dtype or config.dtype),
         name=name,
-        kernel_init=_init(config, (in_axis, *out_axes)),
+        kernel_init=_init(config, (in_axis, *out_axes), init),
         bias_init=_zeros(out_axes),
     )
 
@@ -286,3 +296,55 @@ class BertForSequenceClassification(nn.Module):
             self.config, self.num_classes, "embed", ("classes",), "classifier", dtype="float32"
         )
         return head(pooled.astype(jnp.float32))
+
+
+class BertForQuestionAnswering(nn.Module):
+    """Span extraction (CMRC 2018): every token's state -> linear -> start and end logits.
+
+    As transformers' BertForQuestionAnswering and the CLUE PyTorch baseline's
+    (mrc_pytorch/pytorch_modeling.py): one Dense(hidden, 2) `qa_outputs` on the last
+    hidden states, no dropout before it (the baseline leaves it commented out, as
+    Google's run_squad.py has none). Returns float32 [batch, 2, length]: row 0 the start
+    logits, row 1 the end logits, padding positions included (neither masks them). The
+    head computes in float32 whatever config.dtype is. The encoder's pooler is built
+    (checkpoints carry it) but unused, as in the baseline.
+    """
+
+    config: BertConfig
+
+    @nn.compact
+    def __call__(self, input_ids, token_type_ids, input_mask, deterministic: bool = True):
+        """input_ids, token_type_ids, input_mask: int [batch, length] (mask 1 = real token)."""
+        hidden, _ = BertEncoder(self.config, name="bert")(
+            input_ids, token_type_ids, input_mask, deterministic
+        )
+        head = _dense(
+            self.config, 2, "embed", ("classes",), "qa_outputs", dtype="float32", init="normal"
+        )
+        logits = head(hidden.astype(jnp.float32))  # [batch, length, 2]
+        return jnp.moveaxis(logits, -1, 1)  # [batch, 2, length]
+
+
+class BertForMultipleChoice(nn.Module):
+    """Multiple choice (C3, ChID): one score per (context, choice) sequence.
+
+    As transformers' BertForMultipleChoice and the CLUE PyTorch baseline's: the
+    [batch, choices, length] inputs run as [batch * choices, length] sequences, each
+    pooled [CLS] -> dropout (hidden dropout rate) -> Dense(hidden, 1) `classifier`.
+    Returns float32 [batch, choices]; the softmax over choices (and the masking of
+    padded choices) belongs to the loss. The head computes in float32.
+    """
+
+    config: BertConfig
+
+    @nn.compact
+    def __call__(self, input_ids, token_type_ids, input_mask, deterministic: bool = True):
+        """input_ids, token_type_ids, input_mask: int [batch, choices, length]."""
+        batch, choices, length = input_ids.shape
+        flat = [x.reshape(batch * choices, length) for x in (input_ids, token_type_ids, input_mask)]
+        _, pooled = BertEncoder(self.config, name="bert")(*flat, deterministic)
+        pooled = nn.Dropout(self.config.hidden_dropout)(pooled, deterministic=deterministic)
+        head = _dense(
+            self.config, 1, "embed", ("classes",), "classifier", dtype="float32", init="normal"
+        )
+        return head(pooled.astype(jnp.float32)).reshape(batch, choices)

@@ -19,6 +19,7 @@ import zipfile
 
 from cmrcx import launch
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
+from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
 
 # Table 2's columns, in its order: (column, tasks that fill it, the preferred first). The
 # leaderboard's current versions (1.1) come before the 1.0 ones.
@@ -30,8 +31,8 @@ CLUE_TABLE_2 = (
     ("CSL", ("clue_csl",)),
     ("OCNLI", ("clue_ocnli",)),
     ("CMRC", ("clue_cmrc2018",)),
-    ("ChID", ("clue_chid",)),
-    ("C3", ("clue_c3",)),
+    ("ChID", ("clue_chid11", "clue_chid10")),
+    ("C3", ("clue_c311", "clue_c310")),
 )
 # Evaluated and submitted too, but not in Table 2's average.
 CLUE_EXTRA = (("CMNLI", ("clue_cmnli",)),)
@@ -44,7 +45,7 @@ MIXTURES = {
         CLUE_EXTRA,
     ),
 }
-METRICS = {"clue_cmrc2018": "em"}  # every other task: accuracy
+METRICS = {"clue_cmrc2018": "EM"}  # every other task: accuracy (ChID: the baseline decoding)
 
 
 @dataclasses.dataclass
@@ -73,7 +74,7 @@ def _evaluate_run(run: launch.RunConfig, split: str) -> tuple[int, dict[str, flo
 
 
 def _submission_file(run: launch.RunConfig) -> str | None:
-    row = CLUE_TASKS.get(run.task)
+    row = CLUE_TASKS.get(run.task) or CLUE_MRC_TASKS.get(run.task)
     path = os.path.join(run.model_dir, "submission", row.submission_file) if row else None
     return path if path and os.path.isfile(path) else None
 

@@ -26,6 +26,7 @@ import tensorflow as tf
 from cmrcx.benchmarks.clue import submission as clue_submission
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.benchmarks.clue.tasks import ClueTask
+from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.cmrc2019 import evaluation as cmrc2019_evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import write_predictions
 from cmrcx.benchmarks.records import MissingSplitError
@@ -421,4 +422,8 @@ def build_run_task(run):
         return LongLMPretrainRunTask(run)
     if run.task in CLUE_TASKS:
         return ClueClassificationRunTask(run)
+    if run.task in CLUE_MRC_TASKS:
+        from cmrcx.training.clue_mrc_run_tasks import ClueMrcRunTask
+
+        return ClueMrcRunTask(run)
     raise ValueError(f"RunConfig.task {run.task!r}: no run task for it")

@@ -1,0 +1,601 @@
+"""ChID (CLUE's idiom cloze): official files, the baseline's inputs and decoding, submissions.
+
+Sources (cited by tag; a commit is the stored version that was read):
+
+  [PRE]    CLUEbenchmark/CLUE baselines/models_pytorch/mrc_pytorch/preprocess/CHID_preprocess.py
+           @959c3c9: reading, the per-blank window, the features, `logits_matrix_to_array`
+           (global greedy decoding), `write_predictions` ({tag: index}, indent 2) and
+           `evaluate` (accuracy in percent over the answer file's tags). @74d6506 is the same
+           code with CSV answer/prediction files.
+  [RUN]    .../mrc_pytorch/run_multichoice_mrc.py and test_multichoice_mrc.py @0964517:
+           max_seq_length 64, max_num_choices 10, `get_final_predictions(g=True)`; the choice
+           masks are built but never given to the model ([MODEL] pytorch_modeling.py
+           @0964517 `BertForMultipleChoice`: plain softmax over all 10 choices).
+  [SH]     .../mrc_pytorch/run_mrc_chid.sh @65dae35: 3 epochs, batch 24, lr 2e-5, warmup 0.06,
+           length 64 (= Table 7 of the paper: CHID, All*, 24, 64, 3, 2e-5).
+  [README] CLUEbenchmark/CLUE README.md @21ef108: one JSON object per line, ``content`` (a
+           list of passages with ``#idiomNNNNNN#`` blanks) and ``candidates`` (10 idioms).
+  [HF]     huggingface/datasets datasets/clue/clue.py @02bb18c: ``{split}_answer.json`` is one
+           JSON object ``{"#idiom000378#": 0, ...}`` next to train.json / dev.json.
+  [B4K]    bojone/CLUE-bert4keras src/chid.py @cc3c17e: the CLUE 1.1 zip's test files
+           test1.0.json / test1.1.json -> chid10_predict.json / chid11_predict.json, written
+           as ``{tag: index}``; every line has exactly 10 candidates (asserted); the optimal
+           one-to-one assignment per line (`linear_sum_assignment` over raw logits).
+  [SUBMIT] CLUE "任务提交说明" (2021-09-04): chid11_predict.json for 1.1, chid10 for 1.0.
+
+Every blank of every passage of a line is one multiple-choice example over the line's
+candidates. A line's passages share the candidates, and the baseline decodes a line's blanks
+together (`decode_line`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.optimize
+
+from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
+from cmrcx.benchmarks.clue.submission import _write_atomically
+from cmrcx.benchmarks.cmrc2019.official_format import _load_json
+from cmrcx.benchmarks.records import DataFormatError, FieldError, is_json_int, json_type
+
+TAG_PATTERN = re.compile(r"#idiom\d{6}#")
+TAG_PREFIX = "#idiom"  # [PRE] `_tokenize_chinese_chars`: a blank starts at "#idiom" ...
+TAG_LENGTH = 13  # ... and ends 12 characters later (its closing "#")
+MAX_SEQ_LENGTH = 64  # [SH], [RUN]; Table 7 of the paper
+MAX_NUM_CHOICES = 10  # [RUN]; [B4K] asserts every line has exactly 10 candidates
+OTHER_BLANK_MASKS = 4  # [PRE]: another blank in the window becomes 4 [MASK] (an idiom's length)
+UNFILLED = -1
+VERSIONS = ("1.1", "1.0")
+SPLIT_FILES = {
+    "train": ("train.json", "train_answer.json"),
+    "validation": ("dev.json", "dev_answer.json"),
+}
+TEST_FILES = {"1.1": "test1.1.json", "1.0": "test1.0.json"}  # [B4K]
+SUBMISSION_FILES = {"1.1": "chid11_predict.json", "1.0": "chid10_predict.json"}  # [SUBMIT]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChidBlank:
+    """One blank: a multiple-choice example over its line's candidates.
+
+    Attributes:
+      line_index: 0-based line of the data file (the baseline's ``example_id``).
+      line_number: the same line, 1-based, for messages.
+      passage_index: which passage of the line's ``content`` holds the blank.
+      tag: the blank, e.g. ``"#idiom000378#"`` (the answer and submission key).
+      passage: that passage, unchanged.
+      candidates: the line's candidate idioms.
+      label: index of the answer in ``candidates``; None in a test file.
+    """
+
+    line_index: int
+    line_number: int
+    passage_index: int
+    tag: str
+    passage: str
+    candidates: tuple[str, ...]
+    label: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChidSplit:
+    """The blanks of one data file (with its answer file), in file order."""
+
+    path: str
+    answer_path: str | None
+    blanks: tuple[ChidBlank, ...]
+    num_lines: int
+
+    def answers(self) -> dict[str, int]:
+        """``{tag: answer index}`` of a labelled split (the answer file's content)."""
+        return {b.tag: b.label for b in self.blanks if b.label is not None}
+
+
+def split_files(split: str, version: str = "1.1") -> tuple[str, ...]:
+    """The official file names a split reads: (data file, answer file) or (test file,)."""
+    if version not in TEST_FILES:
+        raise ValueError(f"unknown ChID version {version!r}; versions: {', '.join(VERSIONS)}")
+    if split == "test":
+        return (TEST_FILES[version],)
+    if split not in SPLIT_FILES:
+        raise ValueError(f"unknown ChID split {split!r}; splits: train, validation, test")
+    return SPLIT_FILES[split]
+
+
+# --- Reading ------------------------------------------------------------------------------
+
+
+def _passages(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise FieldError("content", f"expected a non-empty array of passages, got {value!r}")
+    for k, passage in enumerate(value):
+        field = f"content[{k}]"
+        if not isinstance(passage, str):
+            raise FieldError(field, f"expected a string, got {json_type(passage)}")
+        # [PRE] takes any "#idiom" as the start of a 13-character blank: a malformed tag
+        # would silently swallow the text after it.
+        if passage.count(TAG_PREFIX) != len(TAG_PATTERN.findall(passage)):
+            raise FieldError(field, "has an '#idiom' that is not a whole #idiomNNNNNN# blank")
+    return tuple(value)
+
+
+def _candidates(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise FieldError("candidates", f"expected a non-empty array of idioms, got {value!r}")
+    for k, idiom in enumerate(value):
+        if not isinstance(idiom, str) or not idiom.strip():
+            raise FieldError(f"candidates[{k}]", f"expected a non-empty string, got {idiom!r}")
+    return tuple(value)
+
+
+def _read_answers(path: str, blanks: list[tuple[str, int, int]], data_path: str) -> list[int]:
+    """Answer index of each (tag, line_number, num_candidates), from the answer file."""
+    answers = _load_json(path)
+    if not isinstance(answers, dict):
+        raise DataFormatError(
+            f"{path}: expected one JSON object {{tag: index}}, got {json_type(answers)}"
+        )
+    labels = []
+    for tag, line_number, num_candidates in blanks:
+        if tag not in answers:
+            raise DataFormatError(f"{path}: no answer for {tag} ({data_path} line {line_number})")
+        index = answers[tag]
+        if not is_json_int(index) or not 0 <= index < num_candidates:
+            raise DataFormatError(
+                f"{path}: key {tag!r}: expected a candidate index in [0, {num_candidates}), "
+                f"got {index!r}"
+            )
+        labels.append(index)
+    extra = sorted(set(answers) - {tag for tag, _, _ in blanks})
+    if extra:
+        raise DataFormatError(f"{path}: key {extra[0]!r}: no blank of {data_path} has this tag")
+    return labels
+
+
+def read_examples(path: str | os.PathLike[str], answer_path: str | None = None) -> ChidSplit:
+    """Reads and validates a ChID data file (and its answer file, for train/dev).
+
+    Args:
+      path: JSON lines, ``{"content": [passage, ...], "candidates": [idiom, ...]}`` each.
+      answer_path: the ``*_answer.json`` object ``{tag: index}``; None for a test file.
+
+    Raises:
+      DataFormatError: naming the file, the line (or answer key) and the field: bad JSON,
+        a malformed or repeated tag, empty candidates, a missing, extra or out-of-range answer.
+    """
+    path = os.fspath(path)
+    rows: list[tuple[int, int, int, str, str, tuple[str, ...]]] = []
+    seen: dict[str, int] = {}
+    lines = read_lines(path)
+    for index, line in enumerate(lines):
+        record = parse_object_line(path, index + 1, line)
+        try:
+            for field in ("content", "candidates"):
+                if field not in record:
+                    raise FieldError(field, "missing")
+            passages = _passages(record["content"])
+            candidates = _candidates(record["candidates"])
+            for k, passage in enumerate(passages):
+                for tag in TAG_PATTERN.findall(passage):
+                    if tag in seen:
+                        raise FieldError(f"content[{k}]", f"{tag} already at line {seen[tag]}")
+                    seen[tag] = index + 1
+                    rows.append((index, index + 1, k, tag, passage, candidates))
+        except FieldError as e:
+            raise DataFormatError(
+                f"{path}: line {index + 1}: field {e.field!r}: {e.detail}"
+            ) from None
+    labels: list[int | None] = [None] * len(rows)
+    if answer_path is not None:
+        answer_path = os.fspath(answer_path)
+        labels = _read_answers(answer_path, [(r[3], r[1], len(r[5])) for r in rows], path)
+    blanks = tuple(ChidBlank(*row, label) for row, label in zip(rows, labels, strict=True))
+    return ChidSplit(path, answer_path, blanks, len(lines))
+
+
+def read_split(data_dir: str | os.PathLike[str], split: str, version: str = "1.1") -> ChidSplit:
+    """Reads ``split`` ("train", "validation", "test") from the unpacked ``chid_public/``."""
+    names = [os.path.join(data_dir, name) for name in split_files(split, version)]
+    return read_examples(names[0], names[1] if len(names) > 1 else None)
+
+
+# --- The baseline's input ([PRE] read_chid_examples, convert_examples_to_features) ---------
+
+# fmt: off
+# [PRE] `context.replace(...)`, in this order ("——" before "—").
+_REPLACEMENTS = (("“", '"'), ("”", '"'), ("——", "--"), ("—", "-"), ("―", "-"), ("…", "..."),
+                 ("‘", "'"), ("’", "'"))
+# fmt: on
+# [PRE] `is_fuhao`: punctuation that stands alone like a CJK character.
+_PUNCTUATION = frozenset('。，！？；、：（）－~「《》,」"“”$『』—;()-～‘’')
+# [PRE] `is_whitespace` (U+2581 is the underline it uses as a separator).
+_WHITESPACE = frozenset(" \t\r\n\u202f\u2581")
+# [PRE] `_is_chinese_char` (BERT's CJK blocks).
+_CJK = re.compile(
+    "[\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002b73f"
+    "\U0002b740-\U0002b81f\U0002b820-\U0002ceaf\uf900-\ufaff\U0002f800-\U0002fa1f]"
+)
+
+
+def normalize_passage(passage: str) -> str:
+    """[PRE]'s quote and dash rewrite: ``“好”——…`` -> ``"好"--...``."""
+    for old, new in _REPLACEMENTS:
+        passage = passage.replace(old, new)
+    return passage
+
+
+def passage_tokens(passage: str) -> list[str]:
+    """The baseline's doc tokens: blanks, single CJK / listed punctuation characters, and runs
+    of other non-space characters ([PRE] `_tokenize_chinese_chars` + whitespace split).
+
+    >>> passage_tokens("他在NBA打球，#idiom000001#。")
+    ['他', '在', 'NBA', '打', '球', '，', '#idiom000001#', '。']
+    """
+    text = normalize_passage(passage)
+    tokens: list[str] = []
+    glued = False  # the next character continues the last token
+    i = 0
+    while i < len(text):
+        if text.startswith(TAG_PREFIX, i):
+            tokens.append(text[i : i + TAG_LENGTH])
+            i, glued = i + TAG_LENGTH, False
+            continue
+        char = text[i]
+        if char in _WHITESPACE:
+            glued = False
+        elif char in _PUNCTUATION or _CJK.match(char):
+            tokens.append(char)
+            glued = False
+        elif glued:
+            tokens[-1] += char
+        else:
+            tokens.append(char)
+            glued = True
+        i += 1
+    return tokens
+
+
+def blank_window(pieces: Sequence[Any], position: int, num_tokens: int) -> tuple[list, list]:
+    """[PRE] `add_tokens_for_around`: up to ``num_tokens`` pieces around ``pieces[position]``,
+    half on each side, the other side filling in near a passage end.
+
+    Kept exactly, quirk included: when the passage has at most ``num_tokens`` pieces and
+    the blank is past the middle, the left slice starts at a negative index, which Python
+    wraps: the left side starts at piece ``2 * len(pieces) - 1 - num_tokens`` (when that is
+    positive) instead of piece 0, and may even come out empty.
+
+    >>> blank_window(list(range(20)), 10, 8)
+    ([6, 7, 8, 9], [11, 12, 13, 14])
+    >>> blank_window(list(range(8)), 6, 8)  # the quirk: pieces 0..5 are all lost
+    ([], [7])
+    """
+    num_left = num_tokens // 2
+    num_right = num_tokens - num_left
+    after = len(pieces) - 1 - position
+    if position >= num_left and after >= num_right:
+        return list(pieces[position - num_left : position]), list(
+            pieces[position + 1 : position + 1 + num_right]
+        )
+    if position <= num_left:
+        left = list(pieces[:position])
+        return left, list(pieces[position + 1 : position + 1 + num_tokens - len(left)])
+    right = list(pieces[position + 1 :])
+    return list(pieces[position - (num_tokens - len(right)) : position]), right
+
+
+class SpecialIds(NamedTuple):
+    """The vocabulary ids the ChID input needs (BERT names)."""
+
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    marker_id: int  # "[unused1]", standing where the blank is
+    pad_id: int = 0  # [PRE] pads with 0 ([PAD] in BERT vocabularies)
+
+    @classmethod
+    def from_vocabulary(cls, vocabulary) -> SpecialIds:
+        """From anything with ``token_to_id`` (e.g. `cmrcx.vocabularies.WordPieceVocabulary`)."""
+        ids = [vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", "[MASK]", "[unused1]")]
+        return cls(*ids, pad_id=vocabulary.token_to_id("[PAD]"))
+
+
+def _masked(pieces: list, tag: str, mask_id: int) -> list[int]:
+    """Other blanks -> 4 [MASK] each ([PRE]); the caller cuts back to the window's size."""
+    out: list[int] = []
+    for piece in pieces:
+        if isinstance(piece, str):
+            if piece == tag:
+                raise ValueError(f"{tag} occurs twice in its passage")
+            out.extend([mask_id] * OTHER_BLANK_MASKS)
+        else:
+            out.append(piece)
+    return out
+
+
+def context_ids(
+    blank: ChidBlank, tokenize: Callable[[str], Sequence[int]], ids: SpecialIds, num_tokens: int
+) -> list[int]:
+    """``left [unused1] right``: the window of ``num_tokens`` WordPieces around the blank.
+
+    Each doc token (see `passage_tokens`) is tokenized on its own, as [PRE] does; another
+    blank in the window counts as one piece, then becomes 4 [MASK] and the sides are cut
+    back to their length (left from its start, right from its end).
+    """
+    pieces: list[Any] = []
+    for token in passage_tokens(blank.passage):
+        pieces.extend([token] if TAG_PATTERN.fullmatch(token) else tokenize(token))
+    left, right = blank_window(pieces, pieces.index(blank.tag), num_tokens)
+    num_left, num_right = len(left), len(right)
+    left = _masked(left, blank.tag, ids.mask_id)
+    left = left[len(left) - num_left :]
+    right = _masked(right, blank.tag, ids.mask_id)[:num_right]
+    return [*left, ids.marker_id, *right]
+
+
+def blank_features(
+    blank: ChidBlank,
+    tokenize: Callable[[str], Sequence[int]],
+    ids: SpecialIds,
+    max_seq_length: int = MAX_SEQ_LENGTH,
+    max_num_choices: int = MAX_NUM_CHOICES,
+) -> dict[str, np.ndarray]:
+    """One blank in the multiple-choice layout of `cmrcx.model_api.base`.
+
+    Per candidate: ``[CLS] idiom [SEP] left [unused1] right [SEP]``, every segment id 0, the
+    window ``max_seq_length - 8`` WordPieces ([PRE]: "- 3" for [CLS]/[SEP]/[SEP], "- 5" for
+    [unused1] and the 4-character idiom). Padded choices are all zeros with choice_mask 0.
+
+    Returns:
+      input_ids, token_type_ids, input_mask: int32 [max_num_choices, max_seq_length];
+      choice_mask: int32 [max_num_choices]; label: int32 [] (-1 without an answer).
+
+    Raises:
+      ValueError: more candidates than max_num_choices, or a candidate so long that the
+        sequence exceeds max_seq_length (where [PRE]'s assertion fails).
+    """
+    if len(blank.candidates) > max_num_choices:
+        raise ValueError(f"{blank.tag}: {len(blank.candidates)} candidates > {max_num_choices}")
+    context = context_ids(blank, tokenize, ids, max_seq_length - 8)
+    input_ids = np.full((max_num_choices, max_seq_length), ids.pad_id, np.int32)
+    input_mask = np.zeros((max_num_choices, max_seq_length), np.int32)
+    for c, idiom in enumerate(blank.candidates):
+        sequence = [ids.cls_id, *tokenize(idiom), ids.sep_id, *context, ids.sep_id]
+        if len(sequence) > max_seq_length:
+            raise ValueError(
+                f"{blank.tag}: candidate {c} ({idiom!r}) makes {len(sequence)} tokens > "
+                f"max_seq_length {max_seq_length}"
+            )
+        input_ids[c, : len(sequence)] = sequence
+        input_mask[c, : len(sequence)] = 1
+    choice_mask = np.zeros(max_num_choices, np.int32)
+    choice_mask[: len(blank.candidates)] = 1
+    return {
+        "input_ids": input_ids,
+        "token_type_ids": np.zeros_like(input_ids),
+        "input_mask": input_mask,
+        "choice_mask": choice_mask,
+        "label": np.int32(UNFILLED if blank.label is None else blank.label),
+    }
+
+
+def encode_blanks(
+    blanks: Sequence[ChidBlank],
+    tokenize: Callable[[str], Sequence[int]],
+    ids: SpecialIds,
+    max_seq_length: int = MAX_SEQ_LENGTH,
+    max_num_choices: int = MAX_NUM_CHOICES,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """`blank_features` of many blanks, stacked: arrays [num_blanks, ...], plus metadata
+    ``{"line_index": int32 [num_blanks], "tag": [num_blanks] strings}`` for decoding."""
+    if not blanks:
+        raise ValueError("encode_blanks: no blanks")
+    features = [blank_features(b, tokenize, ids, max_seq_length, max_num_choices) for b in blanks]
+    batch = {key: np.stack([f[key] for f in features]) for key in features[0]}
+    metadata = {
+        "line_index": np.array([b.line_index for b in blanks], np.int32),
+        "tag": [b.tag for b in blanks],
+    }
+    return batch, metadata
+
+
+# --- Decoding: one line's blanks share its candidates -------------------------------------
+
+
+def _as_logits(logits: Any) -> np.ndarray:
+    array = np.asarray(logits, dtype=np.float64)
+    if array.ndim != 2 or array.shape[1] == 0:
+        raise ValueError(f"logits must be [num_blanks, num_choices], got {array.shape}")
+    if np.isnan(array).any():
+        raise ValueError("logits contain NaN")
+    return array
+
+
+def decode_baseline(logits: Any) -> list[int]:
+    """[PRE] `logits_matrix_to_array` (used with g=True by [RUN]): a global greedy assignment.
+
+    Every (choice, blank) pair is ranked by its raw logit, highest first (ties in choice-major
+    order: the script's stable sort of its choice-major list); a pair is taken when both its
+    blank and its choice are still free. Each choice fills at most one blank.
+
+    Args:
+      logits: [num_blanks, num_choices], the blanks of one line in file order.
+
+    Returns:
+      [num_blanks] choice indices (-1 for blanks left over when choices run out).
+    """
+    array = _as_logits(logits)
+    num_blanks = array.shape[0]
+    order = np.argsort(-array.T.ravel(), kind="stable")
+    prediction, used = [UNFILLED] * num_blanks, set()
+    for flat in order:
+        choice, blank = divmod(int(flat), num_blanks)
+        if prediction[blank] == UNFILLED and choice not in used:
+            prediction[blank] = choice
+            used.add(choice)
+    return prediction
+
+
+def decode_assignment(logits: Any) -> list[int]:
+    """The one-to-one assignment of choices to blanks with the highest summed logit ([B4K]).
+
+    Each blank takes exactly one choice, so this also maximises the summed log-softmax over
+    choices (each blank's log-normaliser is a constant of the sum).
+
+    Args:
+      logits: [num_blanks, num_choices].
+
+    Returns:
+      [num_blanks] distinct choice indices (-1 where blanks outnumber choices).
+    """
+    array = np.nan_to_num(_as_logits(logits), neginf=-1e30, posinf=1e30)
+    blanks, choices = scipy.optimize.linear_sum_assignment(-array)
+    prediction = [UNFILLED] * array.shape[0]
+    for blank, choice in zip(blanks, choices, strict=True):
+        prediction[int(blank)] = int(choice)
+    return prediction
+
+
+def decode_argmax(logits: Any) -> list[int]:
+    """Each blank on its own: its highest-logit choice ([PRE] `logits_matrix_max_array`, the
+    script's g=False path). Choices may repeat. [num_blanks, num_choices] -> [num_blanks]."""
+    return [int(c) for c in np.argmax(_as_logits(logits), axis=1)]
+
+
+DECODERS: dict[str, Callable[[Any], list[int]]] = {
+    "baseline": decode_baseline,
+    "assignment": decode_assignment,
+    "argmax": decode_argmax,
+}
+
+
+def decode_line(mode: str, logits: Any) -> list[int]:
+    """Decodes one line's [num_blanks, num_choices] logits with a mode of `DECODERS`."""
+    if mode not in DECODERS:
+        raise ValueError(f"unknown ChID decoding mode {mode!r}; modes: {', '.join(DECODERS)}")
+    return DECODERS[mode](logits)
+
+
+def decode_predictions(
+    mode: str,
+    line_indices: Sequence[int],
+    tags: Sequence[str],
+    logits: Any,
+    choice_mask: Any | None = None,
+) -> dict[str, int]:
+    """``{tag: choice index}`` for every blank, the blanks grouped by line as [PRE] does.
+
+    Args:
+      line_indices, tags: [num_blanks] metadata (see `encode_blanks`).
+      logits: [num_blanks, max_num_choices] choice logits.
+      choice_mask: optional [num_blanks, max_num_choices]; padded choices (0) are left out.
+        None keeps every column, as the baseline does (its lines all have 10 candidates).
+    """
+    logits = _as_logits(logits)
+    if not len(line_indices) == len(tags) == len(logits):
+        raise ValueError(f"{len(line_indices)} lines, {len(tags)} tags, {len(logits)} logit rows")
+    rows: dict[int, list[int]] = {}
+    for row, line in enumerate(line_indices):
+        rows.setdefault(int(line), []).append(row)
+    predictions: dict[str, int] = {}
+    for members in rows.values():
+        columns = slice(None)
+        if choice_mask is not None:
+            columns = np.flatnonzero(np.asarray(choice_mask)[members[0]])
+        for row, choice in zip(
+            members, decode_line(mode, logits[members][:, columns]), strict=True
+        ):
+            predictions[tags[row]] = choice
+    return predictions
+
+
+def accuracy(answers: Mapping[str, int], predictions: Mapping[str, int]) -> dict[str, float]:
+    """[PRE] `evaluate`: percent of the answer file's blanks whose prediction is right.
+
+    Every tag of ``answers`` needs a prediction (the script raises otherwise); extra
+    predictions are ignored.
+    """
+    if not answers:
+        raise ValueError("accuracy: no answers to score")
+    missing = [tag for tag in answers if tag not in predictions]
+    if missing:
+        raise ValueError(f"accuracy: no prediction for {len(missing)} blanks, e.g. {missing[0]}")
+    correct = sum(predictions[tag] == index for tag, index in answers.items())
+    return {"accuracy": 100.0 * correct / len(answers)}
+
+
+# --- Submission files ---------------------------------------------------------------------
+
+
+def submission_path(output_dir: str | os.PathLike[str], version: str = "1.1") -> Path:
+    """``output_dir/chid11_predict.json`` (``chid10_predict.json`` for version "1.0")."""
+    if version not in SUBMISSION_FILES:
+        raise ValueError(f"unknown ChID version {version!r}; versions: {', '.join(VERSIONS)}")
+    return Path(output_dir) / SUBMISSION_FILES[version]
+
+
+def write_submission(
+    output_dir: str | os.PathLike[str],
+    predictions: Mapping[str, Any],
+    version: str = "1.1",
+    file_name: str | None = None,
+) -> Path:
+    """Writes ``{"#idiomNNNNNN#": index, ...}`` as [PRE] `write_predictions` does (indent 2),
+    atomically. Returns the path (official name unless ``file_name`` is given).
+
+    Raises:
+      ValueError: a key is not a tag or an index is not a non-negative integer (-1, a blank
+        left unfilled, has no place in the format).
+    """
+    document = {}
+    for tag, index in predictions.items():
+        if not isinstance(tag, str) or not TAG_PATTERN.fullmatch(tag):
+            raise ValueError(f"ChID submission: {tag!r} is not a #idiomNNNNNN# tag")
+        if isinstance(index, bool) or not isinstance(index, int | np.integer) or index < 0:
+            raise ValueError(f"ChID submission: {tag}: {index!r} is not a candidate index")
+        document[tag] = int(index)
+    path = Path(output_dir) / file_name if file_name else submission_path(output_dir, version)
+    _write_atomically(path, json.dumps(document, indent=2) + "\n")
+    return path
+
+
+def read_submission(path: str | os.PathLike[str], split: ChidSplit | None = None) -> dict[str, int]:
+    """Reads and validates a ``{tag: index}`` submission (or [PRE]-format prediction) file.
+
+    With ``split``, every blank of the split must be there, nothing else, and each index
+    must be below its line's number of candidates; without it, below `MAX_NUM_CHOICES`.
+
+    Raises:
+      DataFormatError: naming the file and the key (tag) at fault.
+    """
+    document = _load_json(path)
+    if not isinstance(document, dict):
+        raise DataFormatError(
+            f"{path}: expected one JSON object {{tag: index}}, got {json_type(document)}"
+        )
+    limits = {b.tag: len(b.candidates) for b in split.blanks} if split else {}
+    for tag, index in document.items():
+        if not TAG_PATTERN.fullmatch(tag):
+            raise DataFormatError(f"{path}: key {tag!r}: not a #idiomNNNNNN# tag")
+        if split is not None and tag not in limits:
+            raise DataFormatError(f"{path}: key {tag!r}: no blank of {split.path} has this tag")
+        limit = limits.get(tag, MAX_NUM_CHOICES)
+        if not is_json_int(index) or not 0 <= index < limit:
+            raise DataFormatError(
+                f"{path}: key {tag!r}: expected a candidate index in [0, {limit}), got {index!r}"
+            )
+    if split is not None:
+        missing = [b for b in split.blanks if b.tag not in document]
+        if missing:
+            raise DataFormatError(
+                f"{path}: no prediction for {len(missing)} blanks of {split.path}, e.g. "
+                f"{missing[0].tag} (line {missing[0].line_number})"
+            )
+    return dict(document)

@@ -1,0 +1,180 @@
+"""Run tasks of CLUE's reading comprehension: CMRC 2018 (span extraction), ChID and C3
+(multiple choice). What the generic runner needs: the SeqIO task, the Model API, and an
+evaluation that decodes the scores the baselines' way, writes the official prediction
+file and returns the metrics of the task's own metric functions.
+
+Evaluation batches come in split order, so the scores' rows line up with the split's
+features (`cmrcx.tasks.clue_mrc.split_features`, computed once per process and reused
+here for decoding).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import numpy as np
+import seqio
+
+from cmrcx.benchmarks.clue_mrc import c3, chid, spans
+from cmrcx.benchmarks.clue_mrc.tasks import SPAN, TASKS
+from cmrcx.model_api.multiple_choice import MultipleChoiceModel
+from cmrcx.model_api.span import SpanExtractionModel
+from cmrcx.tasks import clue_mrc as clue_mrc_tasks
+from cmrcx.vocabularies import WordPieceVocabulary
+
+# RunConfig.decoding -> ChID's decoding written to the prediction files. "paper": the
+# CLUE baseline script's global greedy assignment, which gave the paper's numbers.
+CHID_DECODING = {"paper": "baseline", "baseline": "baseline", "assignment": "assignment"}
+
+
+class ClueMrcRunTask:
+    """A CLUE reading-comprehension task: windows or choice sets in, official files out."""
+
+    def __init__(self, run):
+        self.run, self.row = run, TASKS[run.task]
+        self.name = self.row.name
+        (self.train_task,) = clue_mrc_tasks.register_clue_mrc(
+            run.vocabulary_name,
+            run.vocab_file,
+            {self.row.name: run.data_dir},
+            max_length=run.max_length,
+            lower_case=run.lower_case,
+            tfds_cache_dir=run.tfds_cache_dir,
+            doc_stride=run.doc_stride,
+        )
+        self.score_task = self.train_task
+        self.vocabulary = WordPieceVocabulary(run.vocab_file, lower_case=run.lower_case)
+        if self.row.problem == SPAN:
+            self.model = SpanExtractionModel(run.model, run.max_length)
+        else:
+            self.model = MultipleChoiceModel(run.model, self.row.num_choices, run.max_length)
+
+    def require_split(self, split: str) -> None:
+        clue_mrc_tasks.require_split(self.row, self.run.data_dir, split)
+
+    def features(self, split: str):
+        """(records, features) of a split: the SeqIO task's examples, from the cache."""
+        run = self.run
+        return clue_mrc_tasks.split_features(
+            self.row,
+            self.vocabulary,
+            run.data_dir,
+            split,
+            run.max_length,
+            run.doc_stride,
+            run.tfds_cache_dir,
+        )
+
+    def evaluation(self, split: str) -> MrcEvaluation:
+        return MrcEvaluation(self, split)
+
+    def results_table(self, results: dict[str, float], split: str) -> str:
+        return "\n".join(f"{self.name} {split} {k}: {v:.2f}" for k, v in results.items())
+
+
+class MrcEvaluation:
+    def __init__(self, run_task: ClueMrcRunTask, split: str):
+        self.run_task, self.split = run_task, split
+        self.scores: list[np.ndarray] = []
+
+    def add(self, scores: np.ndarray, examples: dict[str, np.ndarray]) -> None:
+        """scores: span [n, 2, length] start/end logits, or choice logits [n, choices]."""
+        del examples  # the rows are the split's examples in order
+        self.scores.append(np.asarray(scores, np.float32))
+
+    def finish(self, model_dir: str) -> dict[str, float]:
+        """Writes predictions/<task>_<split>.json (and for test submission/<official
+        name>) in the official format; returns the metrics if the split is labelled."""
+        run_task, row = self.run_task, self.run_task.row
+        records, features = run_task.features(self.split)
+        scores = np.concatenate(self.scores)
+        if len(scores) != len(features["input_ids"]):
+            raise ValueError(f"{len(scores)} score rows for {len(features['input_ids'])} examples")
+        task = seqio.get_mixture_or_task(run_task.score_task)
+        if row.dataset == "cmrc2018":
+            return self._finish_cmrc2018(model_dir, task, records, features, scores)
+        if row.dataset == "chid":
+            return self._finish_chid(model_dir, task, records, features, scores)
+        return self._finish_c3(model_dir, task, records, scores)
+
+    def _write(self, model_dir: str, write) -> None:
+        """`write(directory, file_name)` for predictions/ and, for test, submission/."""
+        if jax.process_index() != 0:
+            return
+        name = f"{self.run_task.train_task}_{self.split}.json"
+        path = write(os.path.join(model_dir, "predictions"), name)
+        print(f"predictions: {path}", flush=True)
+        if self.split == "test":
+            path = write(os.path.join(model_dir, "submission"), None)
+            print(f"submission file: {path}", flush=True)
+
+    def _finish_cmrc2018(self, model_dir, task, questions, features, scores):
+        # keep_whitespace: the answer is the passage's own characters from the span's first
+        # to its last (casing, spaces and all). The PyTorch baseline joins its doc tokens
+        # without the spaces between them ("Harry Potter" -> "HarryPotter"), which the
+        # official evaluator then scores 0 against a spaced gold answer. Answers without
+        # spaces (nearly all of CMRC 2018's) come out the same either way.
+        predictions = spans.predict_answers(
+            questions,
+            features,
+            scores[:, 0],
+            scores[:, 1],
+            self.run_task.vocabulary.tokens,
+            keep_whitespace=True,
+        )
+
+        def write(directory, file_name):
+            path = os.path.join(directory, file_name or self.run_task.row.submission_file)
+            os.makedirs(directory, exist_ok=True)
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(predictions, f, ensure_ascii=False, indent=1)
+            os.replace(path + ".tmp", path)
+            return path
+
+        self._write(model_dir, write)
+        if not all(q.answers for q in questions):
+            return {}
+        targets = [q.answers for q in questions]
+        return _metrics(task, targets, [predictions[q.qid] for q in questions])
+
+    def _finish_chid(self, model_dir, task, blanks, features, scores):
+        mode = CHID_DECODING[self.run_task.run.decoding]
+        tags = [b.tag for b in blanks]
+        lines = [b.line_index for b in blanks]  # a line's blanks share its candidates
+        decoded = {
+            m: chid.decode_predictions(m, lines, tags, scores, features["choice_mask"])
+            for m in ("baseline", "assignment")
+        }
+        version = self.run_task.row.clue_version
+        self._write(
+            model_dir,
+            lambda directory, name: chid.write_submission(directory, decoded[mode], version, name),
+        )
+        if any(b.label is None for b in blanks):
+            return {}
+        targets = [b.label for b in blanks]
+        results = _metrics(task, targets, [decoded["baseline"][t] for t in tags])
+        assignment = _metrics(task, targets, [decoded["assignment"][t] for t in tags])
+        results.update({f"{k}_assignment": v for k, v in assignment.items()})
+        return results
+
+    def _finish_c3(self, model_dir, task, questions, scores):
+        labels = [int(i) for i in np.argmax(scores, axis=-1)]
+        version = self.run_task.row.clue_version
+        ids = [q.id for q in questions]
+        self._write(
+            model_dir,
+            lambda directory, name: c3.write_submission(directory, ids, labels, version, name),
+        )
+        if any(q.label is None for q in questions):
+            return {}
+        return _metrics(task, [q.label for q in questions], labels)
+
+
+def _metrics(task: seqio.Task, targets, predictions) -> dict[str, float]:
+    results = {}
+    for metric_fn in task.predict_metric_fns:
+        results.update({k: float(v) for k, v in metric_fn(targets, predictions).items()})
+    return results

@@ -1,0 +1,301 @@
+"""SeqIO tasks for CLUE's reading comprehension: CMRC 2018, ChID and C3.
+
+`register_clue_mrc(vocabulary_name, vocab_file, data_dirs)` registers, for every row of
+`cmrcx.benchmarks.clue_mrc.tasks.TASKS` given a data dir, the task
+``<row name>_<vocabulary_name>`` (``clue_cmrc2018_bert_chinese``, ``clue_chid11_tiny``),
+and the mixture ``clue_multiple_choice`` over the ChID and C3 tasks registered.
+
+SeqIO refuses a mixture of tasks whose output features differ ("Mixture ... contains
+Tasks with different output features", seqio 0.0.20 `Mixture.__init__`), so span
+extraction, multiple choice and classification cannot share one SeqIO mixture: each
+problem type has its own (``clue_classification``, ``clue_multiple_choice``; CMRC 2018
+is one task), and the benchmark as a whole, all nine tasks, is what
+``python -m cmrcx.eval --mixture=clue`` evaluates (`cmrcx.training.mixture_eval`).
+
+The inputs are built the baselines' way in NumPy (`cmrcx.benchmarks.clue_mrc`: windows
+with the max-context rule for CMRC 2018, a 64-token window per (blank, candidate) for
+ChID, ``[CLS] context [SEP] question [SEP] choice [SEP]`` for C3) from the records of
+the TFDS builders (`cmrcx.datasets.cmrc2018`, `chid`, `c3`), once per split
+(`split_features`), and served by a `seqio.FunctionDataSource`:
+
+  span (CMRC 2018), one example per window:
+      input_ids, token_type_ids, input_mask [length]; start_position, end_position [];
+      example_index, window_index [] and token_char_start/end, token_is_max_context
+      [length] for decoding back to the passage's characters.
+  multiple choice (ChID, C3), one example per blank / question:
+      input_ids, token_type_ids, input_mask [choices, length]; choice_mask [choices];
+      label [] (-1 in a test split); example_index [] (the record's index).
+
+Metrics (`METRIC_FNS`): CMRC 2018 the official evaluator's EM, F1 and AVERAGE over
+(gold answer lists, predicted texts); ChID and C3 accuracy over choice indices.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import seqio
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from cmrcx.benchmarks.clue_mrc import c3, chid, cmrc2018_evaluate, spans
+from cmrcx.benchmarks.clue_mrc.cmrc2018_format import Cmrc2018Question
+from cmrcx.benchmarks.clue_mrc.tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
+from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.datasets import c3 as c3_tfds
+from cmrcx.datasets import chid as chid_tfds
+from cmrcx.datasets import cmrc2018 as cmrc2018_tfds
+from cmrcx.vocabularies import WordPieceVocabulary
+
+MIXTURE_NAME = "clue_multiple_choice"
+_NUMBERS = seqio.PassThroughVocabulary(size=0)
+
+
+def task_name(mrc_task: str, vocabulary_name: str) -> str:
+    """``("clue_chid11", "tiny")`` -> ``"clue_chid11_tiny"``."""
+    return f"{get_task(mrc_task).name}_{vocabulary_name}"
+
+
+def exact_match_and_f1(targets: Sequence[Sequence[str]], predictions: Sequence[str]) -> dict:
+    """The official CMRC 2018 evaluator over aligned lists: {"EM", "F1", "AVERAGE"} (%)."""
+    gold = {str(i): list(answers) for i, answers in enumerate(targets)}
+    scores = cmrc2018_evaluate.evaluate(gold, {str(i): p for i, p in enumerate(predictions)})
+    return {key: scores[key] for key in ("EM", "F1", "AVERAGE")}
+
+
+def accuracy(targets: Sequence[int], predictions: Sequence[int]) -> dict:
+    """Percent of equal choice indices: ``([1, 2], [1, 0])`` -> ``{"accuracy": 50.0}``."""
+    right = sum(int(t) == int(p) for t, p in zip(targets, predictions, strict=True))
+    return {"accuracy": 100.0 * right / max(1, len(targets))}
+
+
+METRIC_FNS = {"EM": exact_match_and_f1, "accuracy": accuracy}
+
+
+# --- Records of the TFDS builders -> the readers' dataclasses -------------------------------
+
+
+def _text(value) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _texts(values) -> tuple[str, ...]:
+    return tuple(_text(v) for v in values)
+
+
+def load_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None) -> list:
+    """The split's records in file order (questions, blanks), prepared by TFDS first."""
+    if row.dataset == "cmrc2018":
+        dataset = cmrc2018_tfds.load_split(data_dir, split, cache_dir)
+        return [
+            Cmrc2018Question(
+                qid=_text(r["id"]),
+                context_id=_text(r["context_id"]),
+                context=_text(r["context"]),
+                question=_text(r["question"]),
+                answers=_texts(r["answers"]),
+                answer_starts=tuple(int(s) for s in r["answer_starts"]),
+            )
+            for r in tfds.as_numpy(dataset)
+        ]
+    if row.dataset == "chid":
+        dataset = chid_tfds.load_split(data_dir, split, row.clue_version, cache_dir)
+        return [
+            chid.ChidBlank(
+                line_index=int(r["line_index"]),
+                line_number=int(r["line_number"]),
+                passage_index=int(r["passage_index"]),
+                tag=_text(r["tag"]),
+                passage=_text(r["passage"]),
+                candidates=_texts(r["candidates"]),
+                label=None if r["label"] < 0 else int(r["label"]),
+            )
+            for r in tfds.as_numpy(dataset)
+        ]
+    dataset = c3_tfds.load_split(data_dir, split, row.clue_version, cache_dir)
+    return [
+        c3.C3Question(
+            id=c3_tfds.record_id(r["id"]),
+            source=_text(r["source"]),
+            record=int(r["record"]),
+            question_index=int(r["question_index"]),
+            document_id=_text(r["document_id"]) or None,
+            context=_texts(r["context"]),
+            question=_text(r["question"]),
+            choices=_texts(r["choices"]),
+            answer=_text(r["answer"]) or None,
+            label=None if r["label"] < 0 else int(r["label"]),
+        )
+        for r in tfds.as_numpy(dataset)
+    ]
+
+
+def require_split(row: MrcTask, data_dir: str, split: str) -> None:
+    """MissingSplitError naming the file(s) a split needs, if absent."""
+    if row.dataset == "cmrc2018":
+        cmrc2018_tfds.require_split(data_dir, split)
+    elif row.dataset == "chid":
+        chid_tfds.require_split(data_dir, split, row.clue_version)
+    else:
+        c3_tfds.require_split(data_dir, split, row.clue_version)
+
+
+# --- Features, once per split ----------------------------------------------------------------
+
+
+def _text_tokenizer(vocabulary: WordPieceVocabulary):
+    """text -> WordPiece ids, memoized (ChID re-tokenizes a passage for each blank)."""
+    return functools.lru_cache(maxsize=None)(lambda text: tuple(vocabulary.encode(text)))
+
+
+@functools.lru_cache(maxsize=16)
+def split_features(
+    row: MrcTask,
+    vocabulary: WordPieceVocabulary,
+    data_dir: str,
+    split: str,
+    max_length: int,
+    doc_stride: int,
+    cache_dir: str | None,
+) -> tuple[list, dict[str, np.ndarray]]:
+    """(records, features): every example of a split as int32 arrays [N, ...] (layouts in
+    the module docstring). Computed once per process and split: training, evaluation and
+    decoding all read this."""
+    records = load_records(row, data_dir, split, cache_dir)
+    if not records:
+        raise ValueError(f"{row.name}: the {split} split of {data_dir} has no records")
+    if row.dataset == "cmrc2018":
+        ids = spans.SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
+        features = spans.split_windows(
+            records,
+            spans.wordpiece_tokenize_words(vocabulary),
+            ids,
+            training=split == "train",
+            max_length=max_length,
+            doc_stride=doc_stride,
+        )
+        return records, features
+    tokenize = _text_tokenizer(vocabulary)
+    if row.dataset == "chid":
+        ids = chid.SpecialIds.from_vocabulary(vocabulary)
+        per_record = [chid.blank_features(r, tokenize, ids, max_length) for r in records]
+    else:
+        ids = c3.SpecialIds.from_vocabulary(vocabulary)
+        per_record = [c3.question_features(r, tokenize, ids, max_length) for r in records]
+    features = {key: np.stack([f[key] for f in per_record]) for key in per_record[0]}
+    features["example_index"] = np.arange(len(records), dtype=np.int32)
+    return records, features
+
+
+class MrcSource(seqio.FunctionDataSource):
+    """The examples of `split_features`, in order (the input pipeline shuffles)."""
+
+    def __init__(self, row, vocabulary, data_dir, max_length, doc_stride, cache_dir):
+        def examples(split: str, shuffle_files: bool) -> tf.data.Dataset:
+            del shuffle_files
+            _, features = split_features(
+                row, vocabulary, data_dir, split, max_length, doc_stride, cache_dir
+            )
+            return tf.data.Dataset.from_tensor_slices(features)
+
+        super().__init__(examples, splits=("train", "validation", "test", "trial"))
+        self._count = lambda split: len(
+            split_features(row, vocabulary, data_dir, split, max_length, doc_stride, cache_dir)[0]
+        )
+        self._row, self._data_dir = row, data_dir
+
+    def num_input_examples(self, split: str) -> int:
+        """Records (questions, blanks) of a split; 0 if its file is not in DATA_DIR."""
+        try:
+            require_split(self._row, self._data_dir, split)
+        except MissingSplitError:
+            return 0
+        return self._count(split)
+
+
+def _output_features(row: MrcTask, vocabulary) -> dict[str, seqio.Feature]:
+    rank = 2 if row.problem == MULTIPLE_CHOICE else 1
+    features = {
+        "input_ids": seqio.Feature(vocabulary, add_eos=False, rank=rank),
+        "token_type_ids": seqio.Feature(_NUMBERS, add_eos=False, rank=rank),
+        "input_mask": seqio.Feature(_NUMBERS, add_eos=False, rank=rank),
+    }
+    if row.problem == MULTIPLE_CHOICE:
+        features["choice_mask"] = seqio.Feature(_NUMBERS, add_eos=False)
+        features["label"] = seqio.Feature(_NUMBERS, add_eos=False, rank=0)
+    else:
+        features["start_position"] = seqio.Feature(_NUMBERS, add_eos=False, rank=0)
+        features["end_position"] = seqio.Feature(_NUMBERS, add_eos=False, rank=0)
+    return features
+
+
+def register_clue_mrc(
+    vocabulary_name: str,
+    vocab_file: str,
+    data_dirs: Mapping[str, str],
+    max_length: int | None = None,
+    lower_case: bool = True,
+    tfds_cache_dir: str | None = None,
+    doc_stride: int = spans.DOC_STRIDE,
+) -> list[str]:
+    """Registers a SeqIO task per row named in ``data_dirs`` and adds them to ``clue``.
+
+    Args:
+      data_dirs: row name (``"clue_c311"``) -> its unpacked official folder.
+      max_length: window / choice sequence length; None takes each row's Table 7 value.
+      doc_stride: CMRC 2018's window stride in passage tokens (the baseline's 128).
+      Others as `cmrcx.tasks.clue.register_clue`.
+
+    Returns:
+      The registered task names.
+    """
+    rows = [get_task(name) for name in data_dirs]
+    vocabulary = WordPieceVocabulary(vocab_file, lower_case=lower_case)
+    names = []
+    for row in rows:
+        name = task_name(row.name, vocabulary_name)
+        seqio.TaskRegistry.remove(name)
+        length = max_length or row.max_length
+        source = MrcSource(row, vocabulary, data_dirs[row.name], length, doc_stride, tfds_cache_dir)
+        seqio.TaskRegistry.add(
+            name,
+            source=source,
+            preprocessors=[],
+            output_features=_output_features(row, vocabulary),
+            metric_fns=[METRIC_FNS[row.metric]],
+        )
+        names.append(name)
+    _add_to_mixture(
+        [n for n, row in zip(names, rows, strict=True) if row.problem == MULTIPLE_CHOICE]
+    )
+    return names
+
+
+def _add_to_mixture(names: Sequence[str]) -> None:
+    """``clue_multiple_choice`` = the tasks it holds (of the same vocabulary) + ``names``,
+    rated by their number of training examples (T5's "proportional" mixing)."""
+    if not names:
+        return
+    current = []
+    if MIXTURE_NAME in seqio.MixtureRegistry.names():
+        mixture = seqio.get_mixture_or_task(MIXTURE_NAME)
+        vocabulary = seqio.get_mixture_or_task(names[0]).output_features["input_ids"].vocabulary
+        current = [
+            t.name
+            for t in mixture.tasks
+            if t.name not in names and t.output_features["input_ids"].vocabulary == vocabulary
+        ]
+    seqio.MixtureRegistry.remove(MIXTURE_NAME)
+    seqio.MixtureRegistry.add(
+        MIXTURE_NAME, [(name, _train_examples) for name in [*current, *names]]
+    )
+
+
+def _train_examples(task: seqio.Task) -> float:
+    """A task's number of training examples (0 without a train split)."""
+    return float(task.source.num_input_examples("train"))
+
+
+__all__ = ["TASKS", "register_clue_mrc", "split_features", "task_name"]

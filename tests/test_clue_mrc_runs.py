@@ -1,0 +1,86 @@
+"""CLUE reading comprehension on the generic runner: each tiny gin trains, evaluates the
+validation split with the task's metrics and writes the official files of the test split
+(CMRC 2018 {qid: text}, ChID {tag: index}, C3 {"id","label"} lines); the metrics the run
+reports equal the scorers' on the prediction file it wrote."""
+
+import json
+
+import gin
+import numpy as np
+import pytest
+
+from cmrcx import launch
+from cmrcx.benchmarks.clue_mrc import c3, chid, cmrc2018_evaluate
+from cmrcx.launch import package_path
+from cmrcx.training.runner import Runner
+
+SAMPLES = package_path("data/clue_mrc_sample")
+
+
+@pytest.fixture(autouse=True)
+def clean_gin():
+    gin.clear_config()
+    yield
+    gin.clear_config()
+
+
+def runner(gin_file, model_dir, tfds_cache, steps=6):
+    argv = [
+        f"--gin_file={gin_file}",
+        f"--gin.MODEL_DIR='{model_dir}'",
+        f"--gin.RunConfig.num_train_steps={steps}",
+        f"--gin.RunConfig.tfds_cache_dir='{tfds_cache}'",
+        "--gin.RunConfig.log_every=3",
+    ]
+    args = launch.parse_flags(argv, "test")
+    launch.parse_gin(args.gin_file, args.gin_bindings)
+    return Runner(launch.run_config_from_gin())
+
+
+def train_and_evaluate(gin_file, tmp_path):
+    run = runner(gin_file, tmp_path / "run", tmp_path / "tfds")
+    state, losses = run.train()
+    assert all(np.isfinite(loss) for _, loss in losses)
+    results = run.evaluate(state, 6, "validation")
+    run.evaluate(state, 6, "test")
+    return run, results, tmp_path / "run"
+
+
+def test_cmrc2018_tiny_run(tmp_path):
+    run, results, model_dir = train_and_evaluate("clue_cmrc2018_tiny.gin", tmp_path)
+    assert set(results) == {"EM", "F1", "AVERAGE"}
+    name = run.task.train_task
+    predictions = model_dir / "predictions" / f"{name}_validation.json"
+    official = cmrc2018_evaluate.score_files(f"{SAMPLES}/cmrc2018_public/dev.json", predictions)
+    assert {k: official[k] for k in results} == pytest.approx(results)
+    submission = json.loads((model_dir / "submission" / "cmrc2018_predict.json").read_text())
+    test = json.loads((tmp_path / "run" / "predictions" / f"{name}_test.json").read_text())
+    assert submission == test and all(isinstance(v, str) for v in submission.values())
+    assert len(submission) == 3
+
+
+def test_chid_tiny_run(tmp_path):
+    run, results, model_dir = train_and_evaluate("clue_chid11_tiny.gin", tmp_path)
+    assert set(results) == {"accuracy", "accuracy_assignment"}
+    dev = chid.read_split(f"{SAMPLES}/chid_public", "validation")
+    written = model_dir / "predictions" / f"{run.task.train_task}_validation.json"
+    predictions = chid.read_submission(written, dev)
+    assert chid.accuracy(dev.answers(), predictions)["accuracy"] == pytest.approx(
+        results["accuracy"]
+    )
+    submission = chid.read_submission(model_dir / "submission" / "chid11_predict.json")
+    test = chid.read_split(f"{SAMPLES}/chid_public", "test")
+    assert set(submission) == {blank.tag for blank in test.blanks}
+
+
+def test_c3_tiny_run(tmp_path):
+    run, results, model_dir = train_and_evaluate("clue_c311_tiny.gin", tmp_path)
+    assert set(results) == {"accuracy"}
+    dev = c3.read_split(f"{SAMPLES}/c3_public", "validation")
+    lines = (model_dir / "predictions" / f"{run.task.train_task}_validation.json").read_text()
+    labels = [json.loads(line)["label"] for line in lines.splitlines()]
+    right = sum(int(q.label == label) for q, label in zip(dev, labels, strict=True))
+    assert 100.0 * right / len(dev) == pytest.approx(results["accuracy"])
+    submission = (model_dir / "submission" / "c311_predict.json").read_text().splitlines()
+    test = c3.read_split(f"{SAMPLES}/c3_public", "test")
+    assert [json.loads(line)["id"] for line in submission] == [q.id for q in test]
