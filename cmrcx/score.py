@@ -148,11 +148,11 @@ def score_chid(answers_path: str, predictions_path: str) -> dict[str, Any]:
     Returns:
       ``{"accuracy", "correct", "total"}`` over the answer file's blanks.
     """
-    from cmrcx.benchmarks.clue_mrc import chid
+    from cmrcx.benchmarks.clue_mrc import chid_decoding
 
     # The answer file has the submission's format, so the same reader validates it.
     try:
-        answers = chid.read_submission(answers_path)
+        answers = chid_decoding.read_submission(answers_path)
     except DataFormatError as error:
         hint = _chid_answer_file_near(answers_path)
         if hint:
@@ -160,7 +160,7 @@ def score_chid(answers_path: str, predictions_path: str) -> dict[str, Any]:
         raise
     if not answers:
         raise DataFormatError(f"{answers_path}: no answers; nothing to score")
-    predictions = chid.read_submission(predictions_path)
+    predictions = chid_decoding.read_submission(predictions_path)
     missing = [tag for tag in answers if tag not in predictions]
     if missing:
         raise DataFormatError(
@@ -172,7 +172,7 @@ def score_chid(answers_path: str, predictions_path: str) -> dict[str, Any]:
         raise DataFormatError(
             f"{predictions_path}: key {extra[0]!r}: not a blank of {answers_path}"
         )
-    scores: dict[str, Any] = chid.accuracy(answers, predictions)
+    scores: dict[str, Any] = chid_decoding.accuracy(answers, predictions)
     scores["correct"] = sum(predictions[tag] == index for tag, index in answers.items())
     scores["total"] = len(answers)
     return scores

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cmrcx.data
-from cmrcx.benchmarks.clue_mrc import chid
+from cmrcx.benchmarks.clue_mrc import chid, chid_decoding
 from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
 from cmrcx.datasets import chid as chid_tfds
 
@@ -279,11 +279,11 @@ def _script_greedy(logits_matrix) -> list[int]:
 
 def test_baseline_greedy_and_optimal_assignment_differ() -> None:
     logits = [[10.0, 9.0], [8.0, 0.0]]  # blank 0 takes choice 0 first, leaving blank 1 poor
-    assert chid.decode_line("baseline", logits) == [0, 1]  # 10 + 0
-    assert chid.decode_line("assignment", logits) == [1, 0]  # 9 + 8
-    assert chid.decode_line("argmax", logits) == [0, 0]
+    assert chid_decoding.decode_line("baseline", logits) == [0, 1]  # 10 + 0
+    assert chid_decoding.decode_line("assignment", logits) == [1, 0]  # 9 + 8
+    assert chid_decoding.decode_line("argmax", logits) == [0, 0]
     with pytest.raises(ValueError, match="unknown ChID decoding mode"):
-        chid.decode_line("paper", logits)
+        chid_decoding.decode_line("paper", logits)
 
 
 def test_baseline_matches_the_script_including_ties() -> None:
@@ -291,14 +291,14 @@ def test_baseline_matches_the_script_including_ties() -> None:
     for _ in range(200):
         blanks, choices = rng.randint(1, 4), rng.randint(4, 6)
         logits = [[float(rng.randint(0, 3)) for _ in range(choices)] for _ in range(blanks)]
-        assert chid.decode_baseline(logits) == _script_greedy(logits)
+        assert chid_decoding.decode_baseline(logits) == _script_greedy(logits)
 
 
 def test_assignment_is_one_to_one_and_optimal() -> None:
     rng = np.random.default_rng(0)
     for _ in range(20):
         logits = rng.normal(size=(3, 5))
-        prediction = chid.decode_assignment(logits)
+        prediction = chid_decoding.decode_assignment(logits)
         assert len(set(prediction)) == 3
         best = max(
             sum(logits[b, c] for b, c in enumerate(p)) for p in itertools.permutations(range(5), 3)
@@ -311,20 +311,24 @@ def test_predictions_are_decoded_per_line() -> None:
     logits = np.array([[5.0, 4.0, 0.0], [6.0, 0.0, 0.0], [5.0, 4.0, -1e30]])
     mask = np.array([[1, 1, 1], [1, 1, 1], [1, 1, 0]])
     # Line 0 holds two blanks that both want choice 0; line 1 is on its own.
-    assert chid.decode_predictions("baseline", [0, 0, 1], tags, logits, mask) == {
+    assert chid_decoding.decode_predictions("baseline", [0, 0, 1], tags, logits, mask) == {
         tags[0]: 1,
         tags[1]: 0,
         tags[2]: 0,
     }
-    assert chid.decode_predictions("argmax", [0, 0, 1], tags, logits) == dict.fromkeys(tags, 0)
+    assert chid_decoding.decode_predictions("argmax", [0, 0, 1], tags, logits) == dict.fromkeys(
+        tags, 0
+    )
 
 
 def test_accuracy_is_the_official_evaluate() -> None:
     answers = {"#idiom000001#": 0, "#idiom000002#": 3}
-    assert chid.accuracy(answers, {**answers, "#idiom000009#": 1}) == {"accuracy": 100.0}
-    assert chid.accuracy(answers, {"#idiom000001#": 0, "#idiom000002#": 1}) == {"accuracy": 50.0}
+    assert chid_decoding.accuracy(answers, {**answers, "#idiom000009#": 1}) == {"accuracy": 100.0}
+    assert chid_decoding.accuracy(answers, {"#idiom000001#": 0, "#idiom000002#": 1}) == {
+        "accuracy": 50.0
+    }
     with pytest.raises(ValueError, match="no prediction for 1 blanks"):
-        chid.accuracy(answers, {"#idiom000001#": 0})
+        chid_decoding.accuracy(answers, {"#idiom000001#": 0})
 
 
 # --- Submissions --------------------------------------------------------------------------
@@ -333,10 +337,12 @@ def test_accuracy_is_the_official_evaluate() -> None:
 def test_submission_round_trip(tmp_path: Path) -> None:
     split = chid.read_split(SAMPLE, "test", "1.1")
     predictions = {b.tag: np.int64(len(b.candidates) - 1) for b in split.blanks}
-    path = chid.write_submission(tmp_path, predictions)
+    path = chid_decoding.write_submission(tmp_path, predictions)
     assert path.name == "chid11_predict.json"
-    assert chid.write_submission(tmp_path, predictions, "1.0").name == "chid10_predict.json"
-    read = chid.read_submission(path, split)
+    assert (
+        chid_decoding.write_submission(tmp_path, predictions, "1.0").name == "chid10_predict.json"
+    )
+    read = chid_decoding.read_submission(path, split)
     assert read == {tag: int(i) for tag, i in predictions.items()}
     assert json.loads(path.read_text()) == read
 
@@ -356,9 +362,9 @@ def test_submission_reader_errors(tmp_path: Path, document, message) -> None:
     path = tmp_path / "chid11_predict.json"
     path.write_text(json.dumps(document))
     with pytest.raises(DataFormatError, match=message):
-        chid.read_submission(path, chid.read_split(SAMPLE, "test", "1.1"))
+        chid_decoding.read_submission(path, chid.read_split(SAMPLE, "test", "1.1"))
     with pytest.raises(ValueError, match="not a candidate index"):
-        chid.write_submission(tmp_path, {"#idiom000001#": -1})
+        chid_decoding.write_submission(tmp_path, {"#idiom000001#": -1})
 
 
 # --- TFDS ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cmrcx import launch
-from cmrcx.benchmarks.clue_mrc import c3, chid, cmrc2018_evaluate
+from cmrcx.benchmarks.clue_mrc import c3, chid, chid_decoding, cmrc2018_evaluate
 from cmrcx.launch import package_path
 from cmrcx.training.runner import Runner
 
@@ -64,11 +64,11 @@ def test_chid_tiny_run(tmp_path):
     assert set(results) == {"accuracy", "accuracy_assignment"}
     dev = chid.read_split(f"{SAMPLES}/chid_public", "validation")
     written = model_dir / "predictions" / f"{run.task.train_task}_validation.json"
-    predictions = chid.read_submission(written, dev)
-    assert chid.accuracy(dev.answers(), predictions)["accuracy"] == pytest.approx(
+    predictions = chid_decoding.read_submission(written, dev)
+    assert chid_decoding.accuracy(dev.answers(), predictions)["accuracy"] == pytest.approx(
         results["accuracy"]
     )
-    submission = chid.read_submission(model_dir / "submission" / "chid11_predict.json")
+    submission = chid_decoding.read_submission(model_dir / "submission" / "chid11_predict.json")
     test = chid.read_split(f"{SAMPLES}/chid_public", "test")
     assert set(submission) == {blank.tag for blank in test.blanks}
 

@@ -1,7 +1,12 @@
-"""What every benchmark's file validation shares: JSON type names and field errors."""
+"""What every benchmark's file validation shares: JSON type names, field errors, reading
+a JSON file and writing a result file atomically."""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 
@@ -37,3 +42,35 @@ def json_type(value: Any) -> str:
 def is_json_int(value: Any) -> bool:
     """True for JSON integers; rejects booleans, which Python treats as ints."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def load_json(path: str | os.PathLike[str]) -> Any:
+    """Parses a UTF-8 JSON file; every read or parse failure is a DataFormatError."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise DataFormatError(
+            f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
+    except OSError as e:
+        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
+
+
+def write_atomically(path: str | os.PathLike[str], text: str) -> None:
+    """Temporary sibling + `os.replace`: a crash never leaves a truncated file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_path = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.chmod(tmp_path, 0o644)  # mkstemp's 0600 would hide results from other users
+        os.replace(tmp_path, path)
+    except BaseException:
+        os.unlink(tmp_path)
+        raise

@@ -10,9 +10,9 @@ The softmax runs over real choices only: padded slots get MASKED_LOGIT before it
 they never win and add nothing to the loss. The CLUE PyTorch baselines do not mask:
 run_c3.py (CLUEbenchmark/CLUE baselines/models_pytorch/mrc_pytorch) fills questions
 with fewer than 4 choices with a filler choice ("无效答案" @65dae35, '' @0964517) and
-scores it, in the softmax of training and in the argmax of evaluation, and run_multichoice_mrc.py (ChID) builds
-`choice_masks` but never passes them to the model. So with filler text in the padded
-slots the baseline scores the filler choices as candidates; we mask them.
+scores it, in the softmax of training and in the argmax of evaluation, and
+run_multichoice_mrc.py (ChID) builds `choice_masks` but never passes them to the model.
+So the baseline scores the filler choices as candidates; we mask them.
 """
 
 from __future__ import annotations

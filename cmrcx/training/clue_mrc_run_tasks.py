@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import seqio
 
-from cmrcx.benchmarks.clue_mrc import c3, chid, spans
+from cmrcx.benchmarks.clue_mrc import c3, chid_decoding, spans
 from cmrcx.benchmarks.clue_mrc.tasks import SPAN, TASKS
 from cmrcx.model_api.multiple_choice import MultipleChoiceModel
 from cmrcx.model_api.span import SpanExtractionModel
@@ -144,13 +144,15 @@ class MrcEvaluation:
         tags = [b.tag for b in blanks]
         lines = [b.line_index for b in blanks]  # a line's blanks share its candidates
         decoded = {
-            m: chid.decode_predictions(m, lines, tags, scores, features["choice_mask"])
+            m: chid_decoding.decode_predictions(m, lines, tags, scores, features["choice_mask"])
             for m in ("baseline", "assignment")
         }
         version = self.run_task.row.clue_version
         self._write(
             model_dir,
-            lambda directory, name: chid.write_submission(directory, decoded[mode], version, name),
+            lambda directory, name: chid_decoding.write_submission(
+                directory, decoded[mode], version, name
+            ),
         )
         if any(b.label is None for b in blanks):
             return {}

@@ -19,14 +19,13 @@ import dataclasses
 import json
 import numbers
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cmrcx.benchmarks.clue.official_format import DataFormatError, parse_object_line, read_lines
 from cmrcx.benchmarks.clue.tasks import ClueTask, get_task
-from cmrcx.benchmarks.records import is_json_int, json_type
+from cmrcx.benchmarks.records import is_json_int, json_type, write_atomically
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,22 +105,8 @@ def write_submission(
             raise ValueError(f"{task.name}: prediction {k}: {label!r} is not an official label")
         lines.append(json.dumps({"id": example_id, "label": label}, ensure_ascii=False) + "\n")
     path = Path(output_dir) / file_name if file_name else submission_path(task, output_dir)
-    _write_atomically(path, "".join(lines))
+    write_atomically(path, "".join(lines))
     return path
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Temporary sibling + `os.replace`: a crash never leaves a truncated file behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp_path, 0o644)  # mkstemp's 0600 would hide results from other users
-        os.replace(tmp_path, path)
-    except BaseException:
-        os.unlink(tmp_path)
-        raise
 
 
 def read_submission(task: ClueTask | str, path: str | os.PathLike[str]) -> list[SubmissionLine]:

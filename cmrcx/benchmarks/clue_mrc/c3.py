@@ -41,9 +41,14 @@ import numpy as np
 
 from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
-from cmrcx.benchmarks.clue.submission import _write_atomically
-from cmrcx.benchmarks.cmrc2019.official_format import _load_json
-from cmrcx.benchmarks.records import DataFormatError, FieldError, is_json_int, json_type
+from cmrcx.benchmarks.records import (
+    DataFormatError,
+    FieldError,
+    is_json_int,
+    json_type,
+    load_json,
+    write_atomically,
+)
 
 NUM_CHOICES = 4  # [RUN] n_class
 FILLER_CHOICE = "无效答案"  # [RUN] @65dae35
@@ -173,7 +178,7 @@ def read_examples(paths: Sequence[str | os.PathLike[str]], *, labelled: bool) ->
     """
     questions: list[C3Question] = []
     for path in paths:
-        documents = _load_json(path)
+        documents = load_json(path)
         if not isinstance(documents, list):
             raise DataFormatError(
                 f"{path}: expected a JSON array of documents, got {json_type(documents)}"
@@ -350,7 +355,7 @@ def write_submission(
             raise ValueError(f"C3 submission: prediction {k}: id {question_id!r}")
         lines.append(json.dumps({"id": question_id, "label": index}, ensure_ascii=False) + "\n")
     path = Path(output_dir) / file_name if file_name else submission_path(output_dir, version)
-    _write_atomically(path, "".join(lines))
+    write_atomically(path, "".join(lines))
     return path
 
 

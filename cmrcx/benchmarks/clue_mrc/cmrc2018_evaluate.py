@@ -43,13 +43,11 @@ the Python 3 v6 and CLUE scripts; Python 2 runs of v4/v5 used ASCII ``\\d`` in t
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from cmrcx.benchmarks.records import DataFormatError, json_type
+from cmrcx.benchmarks.records import DataFormatError, json_type, load_json
 
 # The script's `sp_char`, in its order. "……" is one entry of two characters: the script
 # tests single characters against the list, so it never matches and "…" is not removed.
@@ -252,7 +250,7 @@ def read_predictions(path: str | os.PathLike[str]) -> dict[str, str]:
     Raises:
       DataFormatError: naming the file (and the question id) of the problem.
     """
-    document = _load_json(path)
+    document = load_json(path)
     if not isinstance(document, dict):
         raise DataFormatError(
             f"{path}: top level: expected an object mapping question id to answer text, "
@@ -279,20 +277,3 @@ def score_files(
     split = read_questions(dataset_path, labelled=True)
     gold = {question.qid: question.answers for question in split.questions}
     return evaluate(gold, read_predictions(predictions_path))
-
-
-def _load_json(path: str | os.PathLike[str]) -> Any:
-    """Parses a UTF-8 JSON file; every read or parse failure is a DataFormatError."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise DataFormatError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise DataFormatError(
-            f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
-        ) from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None

@@ -34,11 +34,16 @@ and, if still not found, trains on the span 3 characters to the left anyway (cou
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any
 
-from cmrcx.benchmarks.records import DataFormatError, FieldError, is_json_int, json_type
+from cmrcx.benchmarks.records import (
+    DataFormatError,
+    FieldError,
+    is_json_int,
+    json_type,
+    load_json,
+)
 
 # split -> official file name in the unpacked cmrc2018_public.zip; test has no answers.
 SPLIT_FILES = {
@@ -130,23 +135,6 @@ def baseline_answer_chars(context: str, text: str, answer_start: int) -> tuple[i
             f"({len(context)} characters), even {ANSWER_SEARCH_LIMIT} characters to the left"
         )
     return start, end
-
-
-def _load_json(path: str | os.PathLike[str]) -> Any:
-    """Parses a UTF-8 JSON file; every read or parse failure is a DataFormatError."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise DataFormatError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise DataFormatError(
-            f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
-        ) from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
 
 
 def _field(record: dict, key: str, expected: type, name: str | None = None) -> Any:
@@ -254,7 +242,7 @@ def read_questions(path: str | os.PathLike[str], *, labelled: bool) -> Cmrc2018S
     Raises:
       DataFormatError: naming the file, the record and the field of the first problem.
     """
-    document = _load_json(path)
+    document = load_json(path)
     try:
         if not isinstance(document, dict):
             raise FieldError(

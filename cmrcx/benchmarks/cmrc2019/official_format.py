@@ -29,6 +29,7 @@ from cmrcx.benchmarks.records import (
     FieldError,
     is_json_int,
     json_type,
+    load_json,
 )
 
 BLANK_PATTERN = re.compile(r"\[BLANK(\d+)\]")
@@ -82,23 +83,6 @@ class ClozePassage:
             return ()
         used = set(self.answers)
         return tuple(c for c in range(len(self.choices)) if c not in used)
-
-
-def _load_json(path: str | os.PathLike[str]) -> Any:
-    """Parses a UTF-8 JSON file, turning every read/parse failure into a DataFormatError."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise DataFormatError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise DataFormatError(
-            f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
-        ) from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
 
 
 def _check_blank_markers(context: str) -> int:
@@ -238,7 +222,7 @@ def read_passages(path: str | os.PathLike[str], require_answers: bool = True) ->
     Raises:
       DataFormatError: naming the file, record and field of the first problem found.
     """
-    records = _data_list(path, _load_json(path))
+    records = _data_list(path, load_json(path))
     passages: list[ClozePassage] = []
     first_index: dict[str, int] = {}
     for i, record in enumerate(records):
@@ -270,7 +254,7 @@ def read_predictions(path: str | os.PathLike[str]) -> dict[str, list[int | str]]
     Raises:
       DataFormatError: naming the file and the offending context_id.
     """
-    document = _load_json(path)
+    document = load_json(path)
     if not isinstance(document, dict):
         raise DataFormatError(
             f"{path}: top level: expected an object mapping context_id to an array of "
