@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import os
 
 import numpy as np
@@ -29,7 +28,7 @@ import tensorflow_datasets as tfds
 
 from cmrcx.benchmarks.clue_mrc.chid import VERSIONS, read_split, split_files
 from cmrcx.benchmarks.records import MissingSplitError
-from cmrcx.datasets.prepared_splits import content_keyed_dir, prepare_once
+from cmrcx.datasets.prepared_splits import files_keyed_dir, prepare_once, require_files
 
 DOWNLOAD_URL = "https://storage.googleapis.com/cluebenchmark/tasks/chid_public.zip"
 HOMEPAGE = "https://github.com/CLUEbenchmark/CLUE"
@@ -138,18 +137,7 @@ def available_splits(data_dir: str, version: str = "1.1") -> list[str]:
 def require_split(data_dir: str, split: str, version: str = "1.1") -> list[str]:
     """Paths of the official files of ``split``; MissingSplitError naming the first absent."""
     names = split_files(split, version)
-    if not os.path.isdir(data_dir):
-        raise MissingSplitError(
-            f"ChID: DATA_DIR={data_dir} is not a directory.\n{MANUAL_INSTRUCTIONS}"
-        )
-    paths = [os.path.join(data_dir, name) for name in names]
-    for name, path in zip(names, paths, strict=True):
-        if not os.path.isfile(path):
-            raise MissingSplitError(
-                f"ChID: split {split!r} needs {name} in DATA_DIR={data_dir}, which is not "
-                f"there.\n{MANUAL_INSTRUCTIONS}"
-            )
-    return paths
+    return require_files("ChID", data_dir, split, names, MANUAL_INSTRUCTIONS)
 
 
 def prepare(data_dir: str, split: str, version: str = "1.1", cache_dir: str | None = None) -> str:
@@ -165,14 +153,8 @@ def prepare(data_dir: str, split: str, version: str = "1.1", cache_dir: str | No
     """
     data_dir = os.path.abspath(data_dir)
     paths = require_split(data_dir, split, version)
-    digests = []
-    for path in paths[1:]:  # the answer file; the data file's digest is content_keyed_dir's
-        with open(path, "rb") as f:
-            digests.append(hashlib.file_digest(f, "sha1").hexdigest())
     name = config_name(version)
-    tfds_dir = content_keyed_dir(
-        cache_dir, f"chid-{name}-{split}", (data_dir, name, split, *digests), paths[0]
-    )
+    tfds_dir = files_keyed_dir(cache_dir, f"chid-{name}-{split}", (data_dir, name, split), paths)
     prepare_once(functools.partial(Chid, config=name), tfds_dir, data_dir, split=split)
     return tfds_dir
 

@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 
 import tensorflow_datasets as tfds
 
+from cmrcx.benchmarks.records import MissingSplitError
+
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "cmrcx", "tfds")
 
 
@@ -24,6 +26,37 @@ def content_keyed_dir(
     with open(path, "rb") as f:
         key.update(hashlib.file_digest(f, "sha1").digest())
     return os.path.join(cache_dir or DEFAULT_CACHE_DIR, f"{label}-{key.hexdigest()[:16]}")
+
+
+def files_keyed_dir(
+    cache_dir: str | None, label: str, key_parts: Sequence[str], paths: Sequence[str]
+) -> str:
+    """`content_keyed_dir` of a split read from several files (ChID's data and answer
+    files, C3's d- and m- files): the SHA-1 of every file after the first joins the key."""
+    digests = []
+    for path in paths[1:]:  # the first file's digest is content_keyed_dir's own
+        with open(path, "rb") as f:
+            digests.append(hashlib.file_digest(f, "sha1").hexdigest())
+    return content_keyed_dir(cache_dir, label, (*key_parts, *digests), paths[0])
+
+
+def require_files(
+    dataset: str, data_dir: str, split: str, names: Sequence[str], instructions: str
+) -> list[str]:
+    """Paths of the official files of ``split``; MissingSplitError naming the first absent
+    one (or DATA_DIR, if it is not a directory) and how to get it."""
+    if not os.path.isdir(data_dir):
+        raise MissingSplitError(
+            f"{dataset}: DATA_DIR={data_dir} is not a directory.\n{instructions}"
+        )
+    paths = [os.path.join(data_dir, name) for name in names]
+    for name, path in zip(names, paths, strict=True):
+        if not os.path.isfile(path):
+            raise MissingSplitError(
+                f"{dataset}: split {split!r} needs {name} in DATA_DIR={data_dir}, which is "
+                f"not there.\n{instructions}"
+            )
+    return paths
 
 
 def prepare_once(
