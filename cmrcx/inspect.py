@@ -11,7 +11,8 @@ whose training examples are shown, or with --scoring its scoring examples (for C
 SeqIO task or mixture the run registers (`cmrc2019_tiny_scoring`, `clue_afqmc_tiny`,
 `clue`). The split defaults to the run's eval split. MODEL_DIR is not needed.
 
-Each token feature with a vocabulary gets `<name>_text`: for WordPiece the tokens
+Each token feature with a vocabulary gets `<name>_text` (a list, one text per choice,
+for the multiple-choice tasks' [choices, length] features): for WordPiece the tokens
 joined by spaces (`[CLS] 他 [unused1] 。 [SEP] ...`, the blank markers visible), for
 other vocabularies their decoded text. Features as long as a `*_mask` feature are cut
 where the mask ends (the padding dropped); --no_trim prints them whole.
@@ -146,7 +147,19 @@ def example_json(
         out[name] = _json_value(value)
         if name in vocabularies and isinstance(value, np.ndarray) and value.ndim == 1:
             out[f"{name}_text"] = token_text(vocabularies[name], value.tolist())
+        elif name in vocabularies and isinstance(value, np.ndarray) and value.ndim == 2:
+            # One sequence per choice (ChID, C3): a text per choice, its padding (0) cut.
+            out[f"{name}_text"] = [
+                token_text(vocabularies[name], row[: _last_nonzero(row) + 1].tolist())
+                for row in value
+            ]
     return out
+
+
+def _last_nonzero(row: np.ndarray) -> int:
+    """Index of the last nonzero entry; -1 for an all-zero row (a padded choice)."""
+    nonzero = np.flatnonzero(row)
+    return int(nonzero[-1]) if nonzero.size else -1
 
 
 def text_vocabularies(task) -> dict[str, object]:

@@ -116,3 +116,25 @@ def test_each_feature_is_cut_by_its_own_mask():
         "targets": 2,
         "targets_mask": 2,
     }
+
+
+def test_multiple_choice_examples_show_one_text_per_choice(tmp_path, tfds_cache, capsys):
+    inspect.main(["clue_c311", "--n", "1", *_flags("clue_c311_tiny.gin", tmp_path, tfds_cache)])
+    (line,) = _lines(capsys)
+    texts = line["input_ids_text"]
+    assert len(texts) == len(line["choice_mask"]) == 4
+    for text, real in zip(texts, line["choice_mask"], strict=True):
+        tokens = text.split(" ")
+        # [CLS] context [SEP] question [SEP] choice [SEP]; a padded choice is its filler.
+        assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 3 and "[PAD]" not in tokens
+        assert real in (0, 1)
+
+
+def test_span_windows_show_question_and_passage(tmp_path, tfds_cache, capsys):
+    flags = _flags("clue_cmrc2018_tiny.gin", tmp_path, tfds_cache)
+    inspect.main(["clue_cmrc2018", "--split", "train", "--n", "1", *flags])
+    (line,) = _lines(capsys)
+    tokens = line["input_ids_text"].split(" ")
+    assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2 and tokens[-1] == "[SEP]"
+    start, end = line["start_position"], line["end_position"]
+    assert 0 < start <= end < len(tokens)  # a training window holding its answer
