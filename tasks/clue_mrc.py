@@ -15,8 +15,10 @@ is one task), and the benchmark as a whole, all nine tasks, is what
 The inputs are built the baselines' way in NumPy (`cmrcx.benchmarks.clue_mrc`: windows
 with the max-context rule for CMRC 2018, a 64-token window per (blank, candidate) for
 ChID, ``[CLS] context [SEP] question [SEP] choice [SEP]`` for C3) from the records of
-the TFDS builders (`cmrcx.datasets.cmrc2018`, `chid`, `c3`), once per split
-(`split_features`), and served by a `seqio.FunctionDataSource`:
+the TFDS builders (`cmrcx.datasets.cmrc2018`, `chid`, `c3`; `split_records`), CMRC
+2018's windows once per split (`span_windows`, which decoding reads too), ChID's and
+C3's examples as they are asked for (`choice_examples`), and served by a
+`seqio.FunctionDataSource`:
 
   span (CMRC 2018), one example per window:
       input_ids, token_type_ids, input_mask [length]; start_position, end_position [];
@@ -51,6 +53,7 @@ from cmrcx.vocabularies import WordPieceVocabulary
 
 MIXTURE_NAME = "clue_multiple_choice"
 _NUMBERS = seqio.PassThroughVocabulary(size=0)
+_TOKEN_FEATURES = ("input_ids", "token_type_ids", "input_mask")
 
 
 def task_name(mrc_task: str, vocabulary_name: str) -> str:
@@ -142,16 +145,20 @@ def require_split(row: MrcTask, data_dir: str, split: str) -> None:
         c3_tfds.require_split(data_dir, split, row.clue_version)
 
 
-# --- Features, once per split ----------------------------------------------------------------
-
-
-def _text_tokenizer(vocabulary: WordPieceVocabulary):
-    """text -> WordPiece ids, memoized (ChID re-tokenizes a passage for each blank)."""
-    return functools.lru_cache(maxsize=None)(lambda text: tuple(vocabulary.encode(text)))
+# --- Features ---------------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=16)
-def split_features(
+def split_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None) -> tuple:
+    """The records of a split (questions, blanks), read once per process."""
+    records = tuple(load_records(row, data_dir, split, cache_dir))
+    if not records:
+        raise ValueError(f"{row.name}: the {split} split of {data_dir} has no records")
+    return records
+
+
+@functools.lru_cache(maxsize=8)
+def span_windows(
     row: MrcTask,
     vocabulary: WordPieceVocabulary,
     data_dir: str,
@@ -159,52 +166,66 @@ def split_features(
     max_length: int,
     doc_stride: int,
     cache_dir: str | None,
-) -> tuple[list, dict[str, np.ndarray]]:
-    """(records, features): every example of a split as int32 arrays [N, ...] (layouts in
-    the module docstring). Computed once per process and split: training, evaluation and
-    decoding all read this."""
-    records = load_records(row, data_dir, split, cache_dir)
-    if not records:
-        raise ValueError(f"{row.name}: the {split} split of {data_dir} has no records")
-    if row.dataset == "cmrc2018":
-        ids = spans.SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
-        features = spans.split_windows(
-            records,
-            spans.wordpiece_tokenize_words(vocabulary),
-            ids,
-            training=split == "train",
-            max_length=max_length,
-            doc_stride=doc_stride,
-        )
-        return records, features
-    tokenize = _text_tokenizer(vocabulary)
+) -> dict[str, np.ndarray]:
+    """CMRC 2018: every window of a split as int32 arrays [windows, ...], built once per
+    process: training reads them, and decoding maps the scores back with them."""
+    ids = spans.SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
+    return spans.split_windows(
+        split_records(row, data_dir, split, cache_dir),
+        spans.wordpiece_tokenize_words(vocabulary),
+        ids,
+        training=split == "train",
+        max_length=max_length,
+        doc_stride=doc_stride,
+    )
+
+
+def choice_examples(row: MrcTask, vocabulary: WordPieceVocabulary, records, max_length: int):
+    """ChID / C3: one feature dict per record, built as it is asked for (ChID's 577k
+    training blanks x 10 choices x 64 tokens are GBs: only the input pipeline's cache
+    holds them). Nothing here is needed to decode: a line's blanks and its candidates
+    come from the records."""
+    encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
     if row.dataset == "chid":
         ids = chid.SpecialIds.from_vocabulary(vocabulary)
-        per_record = [chid.blank_features(r, tokenize, ids, max_length) for r in records]
+        build = functools.partial(chid.blank_features, tokenize=encode, ids=ids)
     else:
         ids = c3.SpecialIds.from_vocabulary(vocabulary)
-        per_record = [c3.question_features(r, tokenize, ids, max_length) for r in records]
-    features = {key: np.stack([f[key] for f in per_record]) for key in per_record[0]}
-    features["example_index"] = np.arange(len(records), dtype=np.int32)
-    return records, features
+        build = functools.partial(c3.question_features, tokenize=encode, ids=ids)
+    for index, record in enumerate(records):
+        features = build(record, max_seq_length=max_length)
+        features["example_index"] = np.int32(index)
+        yield features
+
+
+def choice_signature(row: MrcTask, max_length: int) -> dict[str, tf.TensorSpec]:
+    shape = (row.num_choices, max_length)
+    signature = {key: tf.TensorSpec(shape, tf.int32) for key in _TOKEN_FEATURES}
+    signature["choice_mask"] = tf.TensorSpec((row.num_choices,), tf.int32)
+    signature["label"] = tf.TensorSpec((), tf.int32)
+    signature["example_index"] = tf.TensorSpec((), tf.int32)
+    return signature
 
 
 class MrcSource(seqio.FunctionDataSource):
-    """The examples of `split_features`, in order (the input pipeline shuffles)."""
+    """A split's examples in order (the input pipeline shuffles)."""
 
     def __init__(self, row, vocabulary, data_dir, max_length, doc_stride, cache_dir):
         def examples(split: str, shuffle_files: bool) -> tf.data.Dataset:
             del shuffle_files
-            _, features = split_features(
-                row, vocabulary, data_dir, split, max_length, doc_stride, cache_dir
+            if row.dataset == "cmrc2018":
+                windows = span_windows(
+                    row, vocabulary, data_dir, split, max_length, doc_stride, cache_dir
+                )
+                return tf.data.Dataset.from_tensor_slices(windows)
+            records = split_records(row, data_dir, split, cache_dir)
+            return tf.data.Dataset.from_generator(
+                lambda: choice_examples(row, vocabulary, records, max_length),
+                output_signature=choice_signature(row, max_length),
             )
-            return tf.data.Dataset.from_tensor_slices(features)
 
         super().__init__(examples, splits=("train", "validation", "test", "trial"))
-        self._count = lambda split: len(
-            split_features(row, vocabulary, data_dir, split, max_length, doc_stride, cache_dir)[0]
-        )
-        self._row, self._data_dir = row, data_dir
+        self._row, self._data_dir, self._cache_dir = row, data_dir, cache_dir
 
     def num_input_examples(self, split: str) -> int:
         """Records (questions, blanks) of a split; 0 if its file is not in DATA_DIR."""
@@ -212,7 +233,7 @@ class MrcSource(seqio.FunctionDataSource):
             require_split(self._row, self._data_dir, split)
         except MissingSplitError:
             return 0
-        return self._count(split)
+        return len(split_records(self._row, self._data_dir, split, self._cache_dir))
 
 
 def _output_features(row: MrcTask, vocabulary) -> dict[str, seqio.Feature]:
@@ -298,4 +319,4 @@ def _train_examples(task: seqio.Task) -> float:
     return float(task.source.num_input_examples("train"))
 
 
-__all__ = ["TASKS", "register_clue_mrc", "split_features", "task_name"]
+__all__ = ["TASKS", "register_clue_mrc", "span_windows", "split_records", "task_name"]

@@ -4,8 +4,8 @@ evaluation that decodes the scores the baselines' way, writes the official predi
 file and returns the metrics of the task's own metric functions.
 
 Evaluation batches come in split order, so the scores' rows line up with the split's
-features (`cmrcx.tasks.clue_mrc.split_features`, computed once per process and reused
-here for decoding).
+records (`cmrcx.tasks.clue_mrc.split_records`) and, for CMRC 2018, its windows
+(`span_windows`): both read once per process and reused here for decoding.
 """
 
 from __future__ import annotations
@@ -54,10 +54,16 @@ class ClueMrcRunTask:
     def require_split(self, split: str) -> None:
         clue_mrc_tasks.require_split(self.row, self.run.data_dir, split)
 
-    def features(self, split: str):
-        """(records, features) of a split: the SeqIO task's examples, from the cache."""
+    def records(self, split: str) -> tuple:
+        """The split's records (questions, blanks), read once per process."""
+        return clue_mrc_tasks.split_records(
+            self.row, self.run.data_dir, split, self.run.tfds_cache_dir
+        )
+
+    def windows(self, split: str) -> dict:
+        """CMRC 2018: the split's windows, as the SeqIO task serves them (cached)."""
         run = self.run
-        return clue_mrc_tasks.split_features(
+        return clue_mrc_tasks.span_windows(
             self.row,
             self.vocabulary,
             run.data_dir,
@@ -88,15 +94,17 @@ class MrcEvaluation:
         """Writes predictions/<task>_<split>.json (and for test submission/<official
         name>) in the official format; returns the metrics if the split is labelled."""
         run_task, row = self.run_task, self.run_task.row
-        records, features = run_task.features(self.split)
+        records = run_task.records(self.split)
+        windows = run_task.windows(self.split) if row.dataset == "cmrc2018" else None
         scores = np.concatenate(self.scores)
-        if len(scores) != len(features["input_ids"]):
-            raise ValueError(f"{len(scores)} score rows for {len(features['input_ids'])} examples")
+        expected = len(records) if windows is None else len(windows["input_ids"])
+        if len(scores) != expected:
+            raise ValueError(f"{len(scores)} score rows for {expected} examples")
         task = seqio.get_mixture_or_task(run_task.score_task)
         if row.dataset == "cmrc2018":
-            return self._finish_cmrc2018(model_dir, task, records, features, scores)
+            return self._finish_cmrc2018(model_dir, task, records, windows, scores)
         if row.dataset == "chid":
-            return self._finish_chid(model_dir, task, records, features, scores)
+            return self._finish_chid(model_dir, task, records, scores)
         return self._finish_c3(model_dir, task, records, scores)
 
     def _write(self, model_dir: str, write) -> None:
@@ -110,7 +118,7 @@ class MrcEvaluation:
             path = write(os.path.join(model_dir, "submission"), None)
             print(f"submission file: {path}", flush=True)
 
-    def _finish_cmrc2018(self, model_dir, task, questions, features, scores):
+    def _finish_cmrc2018(self, model_dir, task, questions, windows, scores):
         # keep_whitespace: the answer is the passage's own characters from the span's first
         # to its last (casing, spaces and all). The PyTorch baseline joins its doc tokens
         # without the spaces between them ("Harry Potter" -> "HarryPotter"), which the
@@ -118,7 +126,7 @@ class MrcEvaluation:
         # spaces (nearly all of CMRC 2018's) come out the same either way.
         predictions = spans.predict_answers(
             questions,
-            features,
+            windows,
             scores[:, 0],
             scores[:, 1],
             self.run_task.vocabulary.tokens,
@@ -139,12 +147,15 @@ class MrcEvaluation:
         targets = [q.answers for q in questions]
         return _metrics(task, targets, [predictions[q.qid] for q in questions])
 
-    def _finish_chid(self, model_dir, task, blanks, features, scores):
+    def _finish_chid(self, model_dir, task, blanks, scores):
         mode = CHID_DECODING[self.run_task.run.decoding]
         tags = [b.tag for b in blanks]
         lines = [b.line_index for b in blanks]  # a line's blanks share its candidates
+        choice_mask = np.zeros_like(scores, np.int32)
+        for row, blank in enumerate(blanks):
+            choice_mask[row, : len(blank.candidates)] = 1
         decoded = {
-            m: chid_decoding.decode_predictions(m, lines, tags, scores, features["choice_mask"])
+            m: chid_decoding.decode_predictions(m, lines, tags, scores, choice_mask)
             for m in ("baseline", "assignment")
         }
         version = self.run_task.row.clue_version
