@@ -288,26 +288,22 @@ def register_clue_mrc(
             metric_fns=[METRIC_FNS[row.metric]],
         )
         names.append(name)
-    _add_to_mixture(
-        [n for n, row in zip(names, rows, strict=True) if row.problem == MULTIPLE_CHOICE]
-    )
+    choice_tasks = [n for n, row in zip(names, rows, strict=True) if row.problem == MULTIPLE_CHOICE]
+    _add_to_mixture(choice_tasks, vocabulary_name)
     return names
 
 
-def _add_to_mixture(names: Sequence[str]) -> None:
-    """``clue_multiple_choice`` = the tasks it holds (of the same vocabulary) + ``names``,
-    rated by their number of training examples (T5's "proportional" mixing)."""
+def _add_to_mixture(names: Sequence[str], vocabulary_name: str) -> None:
+    """``clue_multiple_choice`` = ``names`` and the tasks of the same vocabulary name it
+    already holds (ChID registered by one run, C3 by another), rated by their number of
+    training examples (T5's "proportional" mixing)."""
     if not names:
         return
     current = []
     if MIXTURE_NAME in seqio.MixtureRegistry.names():
         mixture = seqio.get_mixture_or_task(MIXTURE_NAME)
-        vocabulary = seqio.get_mixture_or_task(names[0]).output_features["input_ids"].vocabulary
-        current = [
-            t.name
-            for t in mixture.tasks
-            if t.name not in names and t.output_features["input_ids"].vocabulary == vocabulary
-        ]
+        ours = {task_name(row, vocabulary_name) for row in TASKS}
+        current = [t.name for t in mixture.tasks if t.name in ours and t.name not in names]
     seqio.MixtureRegistry.remove(MIXTURE_NAME)
     seqio.MixtureRegistry.add(
         MIXTURE_NAME, [(name, _train_examples) for name in [*current, *names]]

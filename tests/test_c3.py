@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import cmrcx.data
 from cmrcx.benchmarks.clue_mrc import c3
 from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
+from cmrcx.launch import package_path
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "clue_mrc_sample" / "c3_public"
 IDS = c3.SpecialIds(cls_id=1, sep_id=2)
@@ -265,3 +267,15 @@ def test_tfds_builds_the_bundled_train_split(tmp_path: Path) -> None:
     assert [s.decode() for s in first["context"]] == list(questions[0].context)
     assert [c.decode() for c in first["choices"]] == list(questions[0].choices)
     assert first["answer"].decode() == questions[0].answer
+
+
+def test_the_current_zips_test_json_is_the_1_1_test_split(tmp_path):
+    """CLUE's current c3_public.zip names its (1.1) test file test.json."""
+    sample = Path(package_path("data/clue_mrc_sample/c3_public"))
+    folder = tmp_path / "c3_public"
+    shutil.copytree(sample, folder)
+    (folder / "test1.1.json").rename(folder / "test.json")
+    assert c3.split_files("test", "1.1", str(folder)) == ("test.json",)
+    assert [q.id for q in c3.read_split(folder, "test", "1.1")] == [
+        q.id for q in c3.read_split(sample, "test", "1.1")
+    ]

@@ -6,6 +6,7 @@ import doctest
 import itertools
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import cmrcx.data
 from cmrcx.benchmarks.clue_mrc import chid, chid_decoding
 from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
 from cmrcx.datasets import chid as chid_tfds
+from cmrcx.launch import package_path
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "clue_mrc_sample" / "chid_public"
 IDS = chid.SpecialIds(cls_id=1, sep_id=2, mask_id=3, marker_id=4)
@@ -381,3 +383,18 @@ def test_tfds_builds_the_bundled_validation_split(tmp_path: Path) -> None:
     first = records[0]
     assert first["passage"].decode() == blanks[0].passage
     assert [c.decode() for c in first["candidates"]] == list(blanks[0].candidates)
+
+
+def test_the_current_zips_test_json_is_the_1_1_test_split(tmp_path):
+    """CLUE's current chid_public.zip names its (1.1) test file test.json; the CLUE 1.1
+    release's test1.1.json is read when that is what the folder has."""
+    sample = Path(package_path("data/clue_mrc_sample/chid_public"))
+    folder = tmp_path / "chid_public"
+    shutil.copytree(sample, folder)
+    (folder / "test1.1.json").rename(folder / "test.json")
+    assert chid.split_files("test", "1.1", str(folder)) == ("test.json",)
+    assert chid.split_files("test", "1.1", str(sample)) == ("test1.1.json",)
+    from_zip = chid.read_split(folder, "test", "1.1")
+    assert [b.tag for b in from_zip.blanks] == [
+        b.tag for b in chid.read_split(sample, "test", "1.1").blanks
+    ]

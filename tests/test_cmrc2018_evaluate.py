@@ -133,3 +133,70 @@ def test_prediction_files_are_validated(tmp_path: Path) -> None:
         ev.read_predictions(path)
     with pytest.raises(DataFormatError, match="missing.json: file not found"):
         ev.read_predictions(tmp_path / "missing.json")
+
+
+def test_gold_in_the_original_release_layout_scores_like_squad_style(tmp_path: Path) -> None:
+    """v6 reads both layouts: the original release (ymcui/cmrc2018 data/cmrc2018_dev.json: a
+    list of passages, ``query_id``, answers as strings) and CLUE's SQuAD-style files."""
+    original = [
+        {
+            "context_id": "DEV_0",
+            "context_text": "白石桥建于清朝乾隆二十年。",
+            "qas": [
+                {"query_id": "DEV_0_QUERY_0", "query_text": "白石桥建于何时？",
+                 "answers": ["清朝乾隆二十年", "乾隆二十年"]},
+                {"query_id": "DEV_0_QUERY_1", "query_text": "桥叫什么？", "answers": ["白石桥"]},
+            ],
+        }
+    ]  # fmt: skip
+    squad = {
+        "data": [
+            {
+                "paragraphs": [
+                    {
+                        "id": "DEV_0",
+                        "context": original[0]["context_text"],
+                        "qas": [
+                            {"id": qa["query_id"], "question": qa["query_text"],
+                             "answers": [{"text": a, "answer_start": 0} for a in qa["answers"]]}
+                            for qa in original[0]["qas"]
+                        ],
+                    }
+                ]
+            }
+        ]
+    }  # fmt: skip
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text(json.dumps({"DEV_0_QUERY_0": "乾隆二十年"}), encoding="utf-8")
+    scores = []
+    for name, document in (("original.json", original), ("squad.json", squad)):
+        path = tmp_path / name
+        path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+        scores.append(ev.score_files(path, predictions))
+    assert scores[0] == scores[1]
+    assert scores[0]["EM"] == 50.0 and scores[0]["SKIP"] == 1 and scores[0]["TOTAL"] == 2
+
+
+def test_the_test_files_placeholders_are_not_gold(tmp_path: Path) -> None:
+    document = {
+        "data": [
+            {
+                "paragraphs": [
+                    {
+                        "id": "TEST_0",
+                        "context": "……",
+                        "qas": [
+                            {"id": "TEST_0_QUERY_0", "question": "？",
+                             "answers": [{"text": "FAKE_ANSWER_1", "answer_start": -1}]}
+                        ],
+                    }
+                ]
+            }
+        ]
+    }  # fmt: skip
+    gold = tmp_path / "test.json"
+    gold.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text(json.dumps({"TEST_0_QUERY_0": "x"}), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"TEST_0_QUERY_0.*placeholders .* not gold"):
+        ev.score_files(gold, predictions)

@@ -102,6 +102,23 @@ def test_test_files_may_lack_answers(tmp_path: Path) -> None:
         fmt.read_questions(path, labelled=True)
 
 
+def test_the_test_files_placeholder_answers_are_dropped(tmp_path: Path) -> None:
+    """CLUE's test.json: three {"text": "FAKE_ANSWER_n", "answer_start": -1} per question
+    (the CLUE test passage as dbiir/UER-py keeps it). Not answers: dropped when the file is
+    read unlabelled, refused when it is read as gold."""
+
+    def fake(document):
+        for qa in document["data"][0]["paragraphs"][0]["qas"]:
+            qa["answers"] = [{"text": f"FAKE_ANSWER_{n}", "answer_start": -1} for n in (1, 2, 3)]
+
+    path = _broken(tmp_path, fake)
+    split = fmt.read_questions(path, labelled=False)
+    assert [q.answers for q in split.questions] == [(), ()]
+    assert not split.misplaced_starts
+    with pytest.raises(DataFormatError, match=r"field 'answers': holds the test file's placeh"):
+        fmt.read_questions(path, labelled=True)
+
+
 def _qa(document) -> dict:
     return document["data"][0]["paragraphs"][0]["qas"][1]
 

@@ -1,7 +1,8 @@
 """TFDS builder `c3`: CLUE's C3 files, one record per question, read unchanged.
 
 DATA_DIR is the unpacked official ``c3_public/`` folder: d-train.json + m-train.json
-(train), d-dev.json + m-dev.json (validation), test1.1.json or test1.0.json (test, by CLUE
+(train), d-dev.json + m-dev.json (validation),
+test.json or test1.1.json (CLUE 1.1) or test1.0.json (test, by CLUE
 version; config ``c311`` or ``c310``). A split's d- and m- files are concatenated in that
 order, as the baseline does. Nothing is downloaded (no network is assumed). Every record
 goes through `cmrcx.benchmarks.clue_mrc.c3.read_split`, so a malformed document fails the
@@ -48,7 +49,8 @@ CITATION = """@article{sun-etal-2020-investigating,
 MANUAL_INSTRUCTIONS = (
     f"Unzip c3_public.zip ({DOWNLOAD_URL}) and pass the c3_public/ folder as DATA_DIR: "
     "d-train.json + m-train.json (train), d-dev.json + m-dev.json (validation), "
-    "test1.1.json (test, config c311) or test1.0.json (test, config c310). Only the files "
+    "test.json or test1.1.json (test, config c311) or test1.0.json (test, config "
+    "c310). Only the files "
     "of the splits you use need to be there."
 )
 
@@ -145,13 +147,15 @@ def available_splits(data_dir: str, version: str = "1.1") -> list[str]:
     return [
         split
         for split in SPLITS
-        if all(os.path.isfile(os.path.join(data_dir, n)) for n in split_files(split, version))
+        if all(
+            os.path.isfile(os.path.join(data_dir, n)) for n in split_files(split, version, data_dir)
+        )
     ]
 
 
 def require_split(data_dir: str, split: str, version: str = "1.1") -> list[str]:
     """Paths of the official files of ``split``; MissingSplitError naming the first absent."""
-    names = split_files(split, version)
+    names = split_files(split, version, data_dir)
     return require_files("C3", data_dir, split, names, MANUAL_INSTRUCTIONS)
 
 

@@ -1,7 +1,8 @@
 """TFDS builder `chid`: CLUE's ChID files, one record per blank, read unchanged.
 
 DATA_DIR is the unpacked official ``chid_public/`` folder: train.json + train_answer.json
-(train), dev.json + dev_answer.json (validation), test1.1.json or test1.0.json (test, by
+(train), dev.json + dev_answer.json (validation),
+test.json or test1.1.json (CLUE 1.1) or test1.0.json (test, by
 CLUE version; config ``chid11`` or ``chid10``). Nothing is downloaded (no network is
 assumed). Every record goes through `cmrcx.benchmarks.clue_mrc.chid.read_split`, so a
 malformed line or answer fails the build with that reader's `DataFormatError` (file, line or
@@ -44,7 +45,8 @@ CITATION = """@inproceedings{zheng-etal-2019-chid,
 MANUAL_INSTRUCTIONS = (
     f"Unzip chid_public.zip ({DOWNLOAD_URL}) and pass the chid_public/ folder as DATA_DIR: "
     "train.json + train_answer.json (train), dev.json + dev_answer.json (validation), "
-    "test1.1.json (test, config chid11) or test1.0.json (test, config chid10). Only the "
+    "test.json or test1.1.json (test, config chid11) or test1.0.json (test, config "
+    "chid10). Only the "
     "files of the splits you use need to be there."
 )
 
@@ -130,13 +132,15 @@ def available_splits(data_dir: str, version: str = "1.1") -> list[str]:
     return [
         split
         for split in SPLITS
-        if all(os.path.isfile(os.path.join(data_dir, n)) for n in split_files(split, version))
+        if all(
+            os.path.isfile(os.path.join(data_dir, n)) for n in split_files(split, version, data_dir)
+        )
     ]
 
 
 def require_split(data_dir: str, split: str, version: str = "1.1") -> list[str]:
     """Paths of the official files of ``split``; MissingSplitError naming the first absent."""
-    names = split_files(split, version)
+    names = split_files(split, version, data_dir)
     return require_files("ChID", data_dir, split, names, MANUAL_INSTRUCTIONS)
 
 

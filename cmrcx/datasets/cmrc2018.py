@@ -7,8 +7,8 @@ fails the build with that reader's `DataFormatError` (file, record, field), and 
 first answers not at their ``answer_start`` is printed when a split is built.
 
 Records, one per question in file order (``disable_shuffling``): ``id`` (the question id,
-the predictions' key), ``context_id``, ``context``, ``question``, ``answers`` (texts, empty in
-test) and ``answer_starts`` (as in the file).
+the predictions' key), ``context_id``, ``context``, ``question``, ``answers`` (texts; empty in
+test, whose FAKE_ANSWER_n placeholders are dropped) and ``answer_starts`` (as in the file).
 
 Each split is prepared on its own, when first read (`prepare`, `load_split`), under a folder
 keyed by the data dir, the split and the file's contents: a missing or broken test.json never
@@ -48,8 +48,11 @@ MANUAL_INSTRUCTIONS = (
 class Cmrc2018(tfds.core.GeneratorBasedBuilder):
     """CMRC 2018 span extraction: one record per question."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "Official files read unchanged; file order kept."}
+    VERSION = tfds.core.Version("1.1.0")
+    RELEASE_NOTES = {
+        "1.0.0": "Official files read unchanged; file order kept.",
+        "1.1.0": "The test file's FAKE_ANSWER_n placeholder answers are dropped.",
+    }
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_INSTRUCTIONS
 
     def __init__(self, *, split: str | None = None, **kwargs):

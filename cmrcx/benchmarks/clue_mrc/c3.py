@@ -58,7 +58,11 @@ SPLIT_FILES = {
     "train": ("d-train.json", "m-train.json"),  # [RUN] order: d, then m
     "validation": ("d-dev.json", "m-dev.json"),
 }
-TEST_FILES = {"1.1": "test1.1.json", "1.0": "test1.0.json"}  # [B4K]
+# The test file of each version, the preferred name first: the current zip's test.json
+# (huggingface/datasets datasets/clue/clue.py @02bb18c reads test.json from the zip, and its
+# dataset card's test sizes are CLUE 1.1's, not README's 1.0 ones), or the test1.1.json /
+# test1.0.json names of the CLUE 1.1 release that [B4K] reads.
+TEST_FILES = {"1.1": ("test.json", "test1.1.json"), "1.0": ("test1.0.json",)}
 SUBMISSION_FILES = {"1.1": "c311_predict.json", "1.0": "c310_predict.json"}  # [SUBMIT]
 
 
@@ -87,12 +91,15 @@ class C3Question:
     label: int | None
 
 
-def split_files(split: str, version: str = "1.1") -> tuple[str, ...]:
-    """The official files a split reads, concatenated in this order."""
+def split_files(split: str, version: str = "1.1", data_dir: str | None = None) -> tuple[str, ...]:
+    """The official files a split reads (in this order). The test split's file is the first
+    of its version's names present in ``data_dir`` (the preferred name without one)."""
     if version not in TEST_FILES:
         raise ValueError(f"unknown C3 version {version!r}; versions: {', '.join(VERSIONS)}")
     if split == "test":
-        return (TEST_FILES[version],)
+        names = TEST_FILES[version]
+        present = [n for n in names if data_dir and os.path.isfile(os.path.join(data_dir, n))]
+        return tuple(present or names)[:1]
     if split not in SPLIT_FILES:
         raise ValueError(f"unknown C3 split {split!r}; splits: train, validation, test")
     return SPLIT_FILES[split]
@@ -214,7 +221,7 @@ def read_split(
     data_dir: str | os.PathLike[str], split: str, version: str = "1.1"
 ) -> list[C3Question]:
     """Reads ``split`` ("train", "validation", "test") from the unpacked ``c3_public/``."""
-    paths = [os.path.join(data_dir, name) for name in split_files(split, version)]
+    paths = [os.path.join(data_dir, name) for name in split_files(split, version, data_dir)]
     return read_examples(paths, labelled=split != "test")
 
 

@@ -59,7 +59,11 @@ SPLIT_FILES = {
     "train": ("train.json", "train_answer.json"),
     "validation": ("dev.json", "dev_answer.json"),
 }
-TEST_FILES = {"1.1": "test1.1.json", "1.0": "test1.0.json"}  # [B4K]
+# The test file of each version, the preferred name first: the current zip's test.json
+# (huggingface/datasets datasets/clue/clue.py @02bb18c reads test.json from the zip, and its
+# dataset card's test sizes are CLUE 1.1's, not README's 1.0 ones), or the test1.1.json /
+# test1.0.json names of the CLUE 1.1 release that [B4K] reads.
+TEST_FILES = {"1.1": ("test.json", "test1.1.json"), "1.0": ("test1.0.json",)}
 SUBMISSION_FILES = {"1.1": "chid11_predict.json", "1.0": "chid10_predict.json"}  # [SUBMIT]
 
 
@@ -100,12 +104,15 @@ class ChidSplit:
         return {b.tag: b.label for b in self.blanks if b.label is not None}
 
 
-def split_files(split: str, version: str = "1.1") -> tuple[str, ...]:
-    """The official file names a split reads: (data file, answer file) or (test file,)."""
+def split_files(split: str, version: str = "1.1", data_dir: str | None = None) -> tuple[str, ...]:
+    """The official files a split reads (in this order). The test split's file is the first
+    of its version's names present in ``data_dir`` (the preferred name without one)."""
     if version not in TEST_FILES:
         raise ValueError(f"unknown ChID version {version!r}; versions: {', '.join(VERSIONS)}")
     if split == "test":
-        return (TEST_FILES[version],)
+        names = TEST_FILES[version]
+        present = [n for n in names if data_dir and os.path.isfile(os.path.join(data_dir, n))]
+        return tuple(present or names)[:1]
     if split not in SPLIT_FILES:
         raise ValueError(f"unknown ChID split {split!r}; splits: train, validation, test")
     return SPLIT_FILES[split]
@@ -204,7 +211,7 @@ def read_examples(path: str | os.PathLike[str], answer_path: str | None = None) 
 
 def read_split(data_dir: str | os.PathLike[str], split: str, version: str = "1.1") -> ChidSplit:
     """Reads ``split`` ("train", "validation", "test") from the unpacked ``chid_public/``."""
-    names = [os.path.join(data_dir, name) for name in split_files(split, version)]
+    names = [os.path.join(data_dir, name) for name in split_files(split, version, data_dir)]
     return read_examples(names[0], names[1] if len(names) > 1 else None)
 
 

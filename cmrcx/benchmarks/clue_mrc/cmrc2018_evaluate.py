@@ -264,16 +264,81 @@ def read_predictions(path: str | os.PathLike[str]) -> dict[str, str]:
     return document
 
 
+def read_gold(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
+    """Gold answers by question id, from a file in either layout the v6 script reads.
+
+    SQuAD-style (CLUE's ``cmrc2018_public``: ``{"data": [{"paragraphs": [{"qas": [{"id",
+    "answers": [{"text", ...}]}]}]}]}``) or the original CMRC 2018 release (a list of
+    ``{"context_id", "qas": [{"query_id", "answers": ["text", ...]}]}``): the script takes
+    ``data`` or the list itself, ``paragraphs`` or the record itself, ``id`` or ``query_id``,
+    and answers as objects with ``text`` or as strings.
+
+    Raises:
+      DataFormatError: naming the file, the record and the field; also for the CLUE test
+        file's placeholder answers (FAKE_ANSWER_n), which are not gold, for a question
+        without answers (the script fails there) and for a repeated question id.
+    """
+    from cmrcx.benchmarks.clue_mrc.cmrc2018_format import is_placeholder
+
+    document = load_json(path)
+    data = document["data"] if isinstance(document, dict) and "data" in document else document
+    if not isinstance(data, list):
+        raise DataFormatError(
+            f"{path}: top level: expected a 'data' array or an array of passages, "
+            f"got {json_type(data)}"
+        )
+    gold: dict[str, tuple[str, ...]] = {}
+    for i, instance in enumerate(data):
+        if not isinstance(instance, dict):
+            raise DataFormatError(
+                f"{path}: data[{i}]: expected an object, got {json_type(instance)}"
+            )
+        nested = "paragraphs" in instance
+        paragraphs = instance["paragraphs"] if nested else [instance]
+        if not isinstance(paragraphs, list):
+            raise DataFormatError(f"{path}: data[{i}]: field 'paragraphs': expected an array")
+        for j, paragraph in enumerate(paragraphs):
+            where = f"data[{i}]" + (f".paragraphs[{j}]" if nested else "")
+            qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
+            if not isinstance(qas, list):
+                raise DataFormatError(f"{path}: {where}: field 'qas': missing or not an array")
+            for k, qa in enumerate(qas):
+                qid, answers = _gold_question(path, f"{where}.qas[{k}]", qa, is_placeholder)
+                if qid in gold:
+                    raise DataFormatError(f"{path}: {where}.qas[{k}]: id {qid!r} repeats")
+                gold[qid] = answers
+    return gold
+
+
+def _gold_question(path, where: str, qa, is_placeholder) -> tuple[str, tuple[str, ...]]:
+    """(id, answer texts) of one question of a gold file; DataFormatError otherwise."""
+    if not isinstance(qa, dict):
+        raise DataFormatError(f"{path}: {where}: expected an object, got {json_type(qa)}")
+    key = "id" if "id" in qa else "query_id"
+    qid = qa.get(key)
+    if not isinstance(qid, str):
+        raise DataFormatError(
+            f"{path}: {where}: field 'id' (or 'query_id'): missing or not a string"
+        )
+    where = f"{where} (id {qid!r})"
+    raw = qa.get("answers")
+    if not isinstance(raw, list) or not raw:
+        raise DataFormatError(f"{path}: {where}: field 'answers': missing or empty: no gold")
+    if any(is_placeholder(answer) for answer in raw):
+        raise DataFormatError(
+            f"{path}: {where}: field 'answers': the test file's placeholders (FAKE_ANSWER_n, "
+            "answer_start -1) are not gold answers"
+        )
+    texts = [answer.get("text") if isinstance(answer, dict) else answer for answer in raw]
+    for n, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise DataFormatError(f"{path}: {where}: field 'answers[{n}]': not an answer text")
+    return qid, tuple(texts)
+
+
 def score_files(
     dataset_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str]
 ) -> dict:
-    """``python cmrc2018_evaluate.py DATASET PREDICTIONS`` without the FILE entry.
-
-    The dataset is the official SQuAD-style file with answers (dev.json, trial.json), read
-    by `cmrcx.benchmarks.clue_mrc.cmrc2018_format.read_questions`.
-    """
-    from cmrcx.benchmarks.clue_mrc.cmrc2018_format import read_questions
-
-    split = read_questions(dataset_path, labelled=True)
-    gold = {question.qid: question.answers for question in split.questions}
-    return evaluate(gold, read_predictions(predictions_path))
+    """``python cmrc2018_evaluate.py DATASET PREDICTIONS`` without the FILE entry: the
+    official file with answers (dev.json, trial.json) in either layout (`read_gold`)."""
+    return evaluate(read_gold(dataset_path), read_predictions(predictions_path))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Any
 
 from cmrcx.benchmarks.records import (
@@ -157,9 +158,32 @@ def _optional_id(record: dict, key: str) -> str | None:
     return record[key]
 
 
+# CLUE's test.json gives every question three placeholder answers, {"text": "FAKE_ANSWER_1",
+# "answer_start": -1} .. _3 (the CLUE test passage TEST_0 as dbiir/UER-py keeps it,
+# datasets/test_data/cmrc_test/test.json @5bce6e6; bojone/CLUE-bert4keras src/cmrc2018.py
+# @6538b90 stops at answer_start -1). They are not answers: an unlabelled split drops them,
+# a labelled one refuses them.
+PLACEHOLDER_ANSWER = re.compile(r"FAKE_ANSWER_\d+")
+
+
+def is_placeholder(answer: Any) -> bool:
+    """Whether an ``answers`` entry is one of the test file's placeholders."""
+    return isinstance(answer, dict) and (
+        answer.get("answer_start") == -1
+        or PLACEHOLDER_ANSWER.fullmatch(str(answer.get("text", ""))) is not None
+    )
+
+
 def _answers(record: dict, labelled: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """Texts and starts of ``answers``; empty for an unlabelled question without them."""
+    """Texts and starts of ``answers``; empty for an unlabelled question without them (or
+    with only the test file's placeholders)."""
     raw = record.get("answers", [])
+    if isinstance(raw, list) and any(is_placeholder(answer) for answer in raw):
+        if labelled:
+            raise FieldError(
+                "answers", "holds the test file's placeholders (FAKE_ANSWER_n, answer_start -1)"
+            )
+        raw = [answer for answer in raw if not is_placeholder(answer)]
     if not isinstance(raw, list):
         raise FieldError("answers", f"expected an array, got {json_type(raw)}")
     if not raw and labelled:
