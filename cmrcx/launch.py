@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import importlib.resources
 import logging
 import os
@@ -27,6 +26,7 @@ from cmrcx.training.partitioning import RULE_SETS
 
 PACKAGE_PREFIX = "cmrcx:"
 OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
+DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019, ChID)
 
 
 # The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
@@ -53,14 +53,6 @@ class TrainingDiverged(RuntimeError):
 class Preempted(RuntimeError):
     """SIGTERM arrived: the current step finished and was saved; rerun to resume."""
 
-
-class StorageError(OSError):
-    """A file or checkpoint could not be written (disk full, quota, read-only, permission);
-    the message names the path and what is still intact."""
-
-
-# errno values of a storage that refuses writes (not a bug of the run).
-STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 PREEMPTED_EXIT_STATUS = 143  # 128 + SIGTERM, what schedulers expect of a terminated job
 
@@ -232,6 +224,10 @@ class RunConfig:
             raise ConfigError(
                 f"RunConfig.optimizer {run.optimizer!r}: use one of {', '.join(OPTIMIZERS)}"
             )
+        if run.decoding not in DECODINGS:
+            raise ConfigError(
+                f"RunConfig.decoding {run.decoding!r}: use one of {', '.join(DECODINGS)}"
+            )
         if run.grad_accum_steps < 1 or run.batch_size % run.grad_accum_steps:
             raise ConfigError(
                 f"RunConfig.batch_size {run.batch_size} does not split into "
@@ -373,7 +369,12 @@ def main_guard(main, argv: Sequence[str] | None = None) -> None:
     """Runs `main(argv)`; user errors print one line and exit 2, not a traceback."""
     # Not cmrcx.datasets: that imports TensorFlow before its quiet start-up. One pair of
     # error classes serves every benchmark's files.
-    from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
+    from cmrcx.benchmarks.records import (
+        STORAGE_ERRNOS,
+        DataFormatError,
+        MissingSplitError,
+        StorageError,
+    )
 
     try:
         main(sys.argv[1:] if argv is None else argv)
@@ -386,7 +387,9 @@ def main_guard(main, argv: Sequence[str] | None = None) -> None:
     except OSError as error:
         if error.errno not in STORAGE_ERRNOS:
             raise
-        _end(f"error: cannot write {error.filename}: {error.strerror}", 2, argv)
+        # A write into a full disk fails in write() or close(), with no file name.
+        where = error.filename or "a file (see the last path printed above)"
+        _end(f"error: {where}: {error.strerror}", 2, argv)
 
 
 def _end(message: str, status: int, argv) -> None:

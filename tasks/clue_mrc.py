@@ -35,6 +35,7 @@ Metrics (`METRIC_FNS`): CMRC 2018 the official evaluator's EM, F1 and AVERAGE ov
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -42,10 +43,10 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.clue_mrc import c3, chid, cmrc2018_evaluate, spans
+from cmrcx.benchmarks.clue_mrc import c3, chid, cmrc2018_evaluate, cmrc2018_format, spans
 from cmrcx.benchmarks.clue_mrc.cmrc2018_format import Cmrc2018Question
 from cmrcx.benchmarks.clue_mrc.tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
-from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
 from cmrcx.datasets import chid as chid_tfds
 from cmrcx.datasets import cmrc2018 as cmrc2018_tfds
@@ -166,18 +167,29 @@ def span_windows(
     max_length: int,
     doc_stride: int,
     cache_dir: str | None,
+    training: bool,
 ) -> dict[str, np.ndarray]:
     """CMRC 2018: every window of a split as int32 arrays [windows, ...], built once per
-    process: training reads them, and decoding maps the scores back with them."""
+    process: training reads them, and decoding maps the scores back with them. With
+    ``training`` (the run's train split) the windows carry the first answer's positions.
+
+    Raises:
+      DataFormatError: a training answer that cannot be placed in its passage (names the
+        file and the question).
+    """
     ids = spans.SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
-    return spans.split_windows(
-        split_records(row, data_dir, split, cache_dir),
-        spans.wordpiece_tokenize_words(vocabulary),
-        ids,
-        training=split == "train",
-        max_length=max_length,
-        doc_stride=doc_stride,
-    )
+    try:
+        return spans.split_windows(
+            split_records(row, data_dir, split, cache_dir),
+            spans.wordpiece_tokenize_words(vocabulary),
+            ids,
+            training=training,
+            max_length=max_length,
+            doc_stride=doc_stride,
+        )
+    except ValueError as error:
+        path = os.path.join(data_dir, cmrc2018_format.SPLIT_FILES.get(split, split))
+        raise DataFormatError(f"{path}: {error}") from None
 
 
 def choice_examples(row: MrcTask, vocabulary: WordPieceVocabulary, records, max_length: int):
@@ -210,12 +222,19 @@ def choice_signature(row: MrcTask, max_length: int) -> dict[str, tf.TensorSpec]:
 class MrcSource(seqio.FunctionDataSource):
     """A split's examples in order (the input pipeline shuffles)."""
 
-    def __init__(self, row, vocabulary, data_dir, max_length, doc_stride, cache_dir):
+    def __init__(self, row, vocabulary, data_dir, max_length, doc_stride, cache_dir, train_split):
         def examples(split: str, shuffle_files: bool) -> tf.data.Dataset:
             del shuffle_files
             if row.dataset == "cmrc2018":
                 windows = span_windows(
-                    row, vocabulary, data_dir, split, max_length, doc_stride, cache_dir
+                    row,
+                    vocabulary,
+                    data_dir,
+                    split,
+                    max_length,
+                    doc_stride,
+                    cache_dir,
+                    training=split == train_split,
                 )
                 return tf.data.Dataset.from_tensor_slices(windows)
             records = split_records(row, data_dir, split, cache_dir)
@@ -260,6 +279,7 @@ def register_clue_mrc(
     lower_case: bool = True,
     tfds_cache_dir: str | None = None,
     doc_stride: int = spans.DOC_STRIDE,
+    train_split: str = "train",
 ) -> list[str]:
     """Registers a SeqIO task per row named in ``data_dirs`` and adds them to ``clue``.
 
@@ -267,6 +287,7 @@ def register_clue_mrc(
       data_dirs: row name (``"clue_c311"``) -> its unpacked official folder.
       max_length: window / choice sequence length; None takes each row's Table 7 value.
       doc_stride: CMRC 2018's window stride in passage tokens (the baseline's 128).
+      train_split: the split whose CMRC 2018 windows carry answer positions.
       Others as `cmrcx.tasks.clue.register_clue`.
 
     Returns:
@@ -279,7 +300,9 @@ def register_clue_mrc(
         name = task_name(row.name, vocabulary_name)
         seqio.TaskRegistry.remove(name)
         length = max_length or row.max_length
-        source = MrcSource(row, vocabulary, data_dirs[row.name], length, doc_stride, tfds_cache_dir)
+        source = MrcSource(
+            row, vocabulary, data_dirs[row.name], length, doc_stride, tfds_cache_dir, train_split
+        )
         seqio.TaskRegistry.add(
             name,
             source=source,

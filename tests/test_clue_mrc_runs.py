@@ -84,3 +84,39 @@ def test_c3_tiny_run(tmp_path):
     submission = (model_dir / "submission" / "c311_predict.json").read_text().splitlines()
     test = c3.read_split(f"{SAMPLES}/c3_public", "test")
     assert [json.loads(line)["id"] for line in submission] == [q.id for q in test]
+
+
+def oracle_scores(run_task, split):
+    """Scores that put all weight on the gold answer of every example, in split order."""
+    if run_task.row.dataset == "cmrc2018":
+        windows = run_task.windows(split)
+        length = windows["input_ids"].shape[1]
+        scores = np.full((len(windows["input_ids"]), 2, length), -10.0, np.float32)
+        rows = np.arange(len(scores))
+        scores[rows, 0, windows["start_position"]] = 10.0
+        scores[rows, 1, windows["end_position"]] = 10.0
+        return scores, windows["example_index"]
+    records = run_task.records(split)
+    scores = np.full((len(records), run_task.row.num_choices), -10.0, np.float32)
+    scores[np.arange(len(records)), [r.label for r in records]] = 10.0
+    return scores, np.arange(len(records))
+
+
+@pytest.mark.parametrize(
+    "gin_file, split, metric",
+    [("clue_cmrc2018_tiny.gin", "train", "EM"), ("clue_chid11_tiny.gin", "validation", "accuracy"),
+     ("clue_c311_tiny.gin", "validation", "accuracy")],
+)  # fmt: skip
+def test_decoding_the_gold_scores_gives_full_marks(gin_file, split, metric, tmp_path):
+    """Scores peaked at the gold answers decode to the gold answers: 100, so the rows, the
+    decoding and the metric line up (a shifted or shuffled row would cost points)."""
+    run_task = runner(gin_file, tmp_path / "run", tmp_path / "tfds").task
+    scores, example_index = oracle_scores(run_task, split)
+    evaluation = run_task.evaluation(split)
+    for start in range(0, len(scores), 5):  # in batches, as the runner feeds them
+        part = slice(start, start + 5)
+        evaluation.add(scores[part], {"example_index": example_index[part]})
+    assert evaluation.finish(str(tmp_path / "run"))[metric] == 100.0
+    shuffled = run_task.evaluation(split)
+    with pytest.raises(ValueError, match="out of the split's order"):
+        shuffled.add(scores[:2], {"example_index": example_index[:2][::-1]})

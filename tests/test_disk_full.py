@@ -7,6 +7,7 @@ as root, or through a user namespace otherwise), so no test leaves a mount behin
 checkpoint of this tiny run is about 7 MB: steps 1 and 2 fit, step 3 does not.
 """
 
+import errno
 import os
 import shutil
 import subprocess
@@ -91,4 +92,24 @@ def test_storage_failures_are_told_from_other_errors():
     wrapped.__cause__ = OSError(122, "Disk quota exceeded")
     assert checkpoints.storage_failure(wrapped) == "Disk quota exceeded"
     assert checkpoints.storage_failure(ValueError("shapes do not match")) is None
-    assert launch.STORAGE_ERRNOS  # ENOSPC, EDQUOT, EROFS, EACCES, EPERM
+
+
+def test_other_refused_writes_are_one_line(capsys):
+    """A full disk under metrics.jsonl or a prediction file: the OSError of write()/close()
+    has no file name; one with a name (read-only file system) is named."""
+
+    def write_to_a_full_disk(argv):
+        with open("/dev/full", "w") as f:  # every write fails with ENOSPC
+            f.write("x")
+
+    def write_to_a_read_only_disk(argv):
+        raise OSError(errno.EROFS, "Read-only file system", "/mnt/ro/metrics.jsonl")
+
+    for main, line in (
+        (write_to_a_full_disk, "error: a file (see the last path printed above): No space left"),
+        (write_to_a_read_only_disk, "error: /mnt/ro/metrics.jsonl: Read-only file system"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            launch.main_guard(main, [])
+        assert info.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(line)

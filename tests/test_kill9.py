@@ -12,6 +12,7 @@ one kills at several random moments (its seed is printed to replay a failure).
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -167,3 +168,32 @@ def test_kill_9_at_random_moments(tmp_path, capsys):
     # The whole run's final evaluation line comes from evaluate() above; the child's from
     # its own end: both files end with it.
     assert_same_run(killed_dir, whole_dir)
+
+
+def test_an_evaluation_cut_short_runs_again_and_metrics_are_rewound(tmp_path):
+    """Deterministic: the state a kill during the evaluation of step 4 leaves (checkpoint
+    4 whole, later ones absent, its validation line missing, a later line and a line cut
+    short in metrics.jsonl). The resumed run evaluates step 4 once and ends with the
+    uninterrupted run's lines."""
+    argv = [*flags(tmp_path / "run", tmp_path / "tfds", steps=8), *INTERVALS]
+    argv.append("--gin.RunConfig.eval_every=4")
+    runner_for(argv).train()
+    model_dir = tmp_path / "run"
+    whole = (model_dir / "metrics.jsonl").read_text().splitlines(keepends=True)
+    for step in (6, 8):
+        shutil.rmtree(model_dir / "checkpoints" / str(step))
+    kept = [line for line in whole if json.loads(line)["step"] <= 4]
+    evaluation = [line for line in kept if json.loads(line)["split"] == "validation"]
+    assert len(evaluation) == 1
+    cut = kept[: kept.index(evaluation[0])] + [whole[-1], '{"step": 5, "spl']
+    (model_dir / "metrics.jsonl").write_text("".join(cut))
+
+    runner_for(argv).train()
+    resumed = (model_dir / "metrics.jsonl").read_text().splitlines(keepends=True)
+    key = ("step", "split", "time")
+    strip = [json.loads(line) for line in whole]
+    again = [json.loads(line) for line in resumed]
+    assert [(r["step"], r["split"]) for r in again] == [(r["step"], r["split"]) for r in strip]
+    for got, expected in zip(again, strip, strict=True):
+        numbers = {k: v for k, v in expected.items() if k not in key}
+        assert {k: got[k] for k in numbers} == pytest.approx(numbers, rel=1e-5)

@@ -3,6 +3,7 @@ a JSON file and writing a result file atomically."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -13,6 +14,15 @@ from typing import Any
 class DataFormatError(ValueError):
     """An official data, prediction or submission file breaks its format; the message
     names the file, the record (or line) and the field."""
+
+
+class StorageError(OSError):
+    """A file or checkpoint could not be written (disk full, quota, read-only, permission);
+    the message names the path and what is still intact."""
+
+
+# errno values of a storage that refuses a read or write (not a bug of the run).
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 class MissingSplitError(FileNotFoundError):

@@ -20,7 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-from cmrcx import launch
+from cmrcx.benchmarks.records import STORAGE_ERRNOS, StorageError
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config
 
@@ -110,17 +110,19 @@ class TrainCheckpoints:
             unfinished = self.remove_unfinished()  # frees the space the partial write took
         except OSError:
             unfinished = []
-        steps = ", ".join(name.split(".")[0] for name in unfinished) or "?"
+        self.manager.reload()  # orbax counted the failed step when its save began
+        steps = ", ".join(name.split(".")[0] for name in unfinished)
         latest = self.manager.latest_step()
         resume = (
             f"the latest whole checkpoint is step {latest}"
             if latest is not None
             else "no checkpoint was saved before it"
         )
-        raise launch.StorageError(
-            f"the checkpoint of step {steps} could not be written to {self.directory} "
-            f"({reason}); its partial files were removed and {resume}: free space (or move "
-            "MODEL_DIR) and run the same command to resume"
+        what = f"the checkpoint of step {steps}" if steps else "a checkpoint"
+        removed = "its partial files were removed and " if unfinished else ""
+        raise StorageError(
+            f"{what} could not be written to {self.directory} ({reason}); {removed}{resume}: "
+            "free space (or move MODEL_DIR) and run the same command to resume"
         ) from error
 
     def restore(self, step: int, abstract_state):
@@ -139,7 +141,7 @@ class TrainCheckpoints:
 
 class _StorageFailureLogFilter(logging.Filter):
     """orbax's writer threads log a failed write with its traceback, then the main thread
-    raises it; a refused write is told there, as one `launch.StorageError` line."""
+    raises it; a refused write is told there, as one `records.StorageError` line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and storage_failure(record.exc_info[1]))
@@ -156,7 +158,7 @@ _OS_ERROR_CODE = re.compile(r"os_error_code='(\d+)'")
 
 def storage_failure(error: BaseException) -> str | None:
     """The reason ("No space left on device") if `error`, or an error in its chain, is
-    a write the storage refused (`launch.STORAGE_ERRNOS`); None otherwise. orbax raises
+    a write the storage refused (`records.STORAGE_ERRNOS`); None otherwise. orbax raises
     tensorstore's failures as ValueError text with ``os_error_code='28'`` in it."""
     seen = set()
     while error is not None and id(error) not in seen:
@@ -165,7 +167,7 @@ def storage_failure(error: BaseException) -> str | None:
         match = _OS_ERROR_CODE.search(str(error))
         if code is None and match:
             code = int(match.group(1))
-        if code in launch.STORAGE_ERRNOS:
+        if code in STORAGE_ERRNOS:
             return os.strerror(code)
         error = error.__cause__ or error.__context__
     return None

@@ -19,6 +19,7 @@ import seqio
 
 from cmrcx.benchmarks.clue_mrc import c3, chid_decoding, spans
 from cmrcx.benchmarks.clue_mrc.tasks import SPAN, TASKS
+from cmrcx.benchmarks.records import write_atomically
 from cmrcx.model_api.multiple_choice import MultipleChoiceModel
 from cmrcx.model_api.span import SpanExtractionModel
 from cmrcx.tasks import clue_mrc as clue_mrc_tasks
@@ -43,6 +44,7 @@ class ClueMrcRunTask:
             lower_case=run.lower_case,
             tfds_cache_dir=run.tfds_cache_dir,
             doc_stride=run.doc_stride,
+            train_split=run.train_split,
         )
         self.score_task = self.train_task
         self.vocabulary = WordPieceVocabulary(run.vocab_file, lower_case=run.lower_case)
@@ -71,7 +73,15 @@ class ClueMrcRunTask:
             run.max_length,
             run.doc_stride,
             run.tfds_cache_dir,
+            training=split == run.train_split,
         )
+
+    def count_examples(self, split: str) -> int:
+        """Examples (CMRC 2018 windows, ChID blanks, C3 questions) of a split, without
+        building ChID's or C3's features (the runner's step count needs only this)."""
+        if self.row.dataset == "cmrc2018":
+            return len(self.windows(split)["input_ids"])
+        return len(self.records(split))
 
     def evaluation(self, split: str) -> MrcEvaluation:
         return MrcEvaluation(self, split)
@@ -86,8 +96,15 @@ class MrcEvaluation:
         self.scores: list[np.ndarray] = []
 
     def add(self, scores: np.ndarray, examples: dict[str, np.ndarray]) -> None:
-        """scores: span [n, 2, length] start/end logits, or choice logits [n, choices]."""
-        del examples  # the rows are the split's examples in order
+        """scores: span [n, 2, length] start/end logits, or choice logits [n, choices], for
+        the next n examples of the split (checked: decoding relies on the order)."""
+        seen = sum(len(part) for part in self.scores)
+        if self.run_task.row.dataset == "cmrc2018":
+            expected = self.run_task.windows(self.split)["example_index"][seen : seen + len(scores)]
+        else:
+            expected = np.arange(seen, seen + len(scores))
+        if not np.array_equal(examples["example_index"][: len(scores)], expected):
+            raise ValueError(f"evaluation rows out of the split's order after row {seen}")
         self.scores.append(np.asarray(scores, np.float32))
 
     def finish(self, model_dir: str) -> dict[str, float]:
@@ -135,10 +152,7 @@ class MrcEvaluation:
 
         def write(directory, file_name):
             path = os.path.join(directory, file_name or self.run_task.row.submission_file)
-            os.makedirs(directory, exist_ok=True)
-            with open(path + ".tmp", "w", encoding="utf-8") as f:
-                json.dump(predictions, f, ensure_ascii=False, indent=1)
-            os.replace(path + ".tmp", path)
+            write_atomically(path, json.dumps(predictions, ensure_ascii=False, indent=1) + "\n")
             return path
 
         self._write(model_dir, write)
@@ -167,10 +181,13 @@ class MrcEvaluation:
         )
         if any(b.label is None for b in blanks):
             return {}
+        # "accuracy" is the decoding written to the files (the table's number); the other
+        # decoding's accuracy comes with its name, e.g. "accuracy_assignment".
         targets = [b.label for b in blanks]
-        results = _metrics(task, targets, [decoded["baseline"][t] for t in tags])
-        assignment = _metrics(task, targets, [decoded["assignment"][t] for t in tags])
-        results.update({f"{k}_assignment": v for k, v in assignment.items()})
+        results = _metrics(task, targets, [decoded[mode][t] for t in tags])
+        other = "assignment" if mode == "baseline" else "baseline"
+        others = _metrics(task, targets, [decoded[other][t] for t in tags])
+        results.update({f"{k}_{other}": v for k, v in others.items()})
         return results
 
     def _finish_c3(self, model_dir, task, questions, scores):

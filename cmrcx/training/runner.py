@@ -105,7 +105,10 @@ class Runner:
             )
         if run.num_train_steps is None or run.optimizer == "released_script":
             self.task.require_split(run.train_split)
-            windows = input_pipeline.count_examples(self.train_task, run.train_split)
+            if hasattr(self.task, "count_examples"):  # counted without building the features
+                windows = self.task.count_examples(run.train_split)
+            else:
+                windows = input_pipeline.count_examples(self.train_task, run.train_split)
         if run.optimizer == "released_script":
             blanks = self.task.count_training_blanks()
             schedule = released_optimizer.script_schedule_steps(
@@ -300,10 +303,10 @@ class Runner:
             evaluating = bool(run.eval_every) and (step + 1) % run.eval_every == 0
             # A line at every save too: a resumed run's log windows then start where the
             # uninterrupted run's did, so both log the same losses at the same steps.
-            logging = (step + 1) % run.log_every == 0 or step + 1 == end or saving
-            if logging or evaluating:
+            log_now = (step + 1) % run.log_every == 0 or step + 1 == end or saving
+            if log_now or evaluating:
                 self._stop_if_diverged(flags)  # before anything is logged or saved
-            if logging:
+            if log_now:
                 sums = jax.device_get(sums)
                 line = {
                     "loss": float(sums["loss_sum"] / sums["examples"]),

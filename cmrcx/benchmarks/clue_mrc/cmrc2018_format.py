@@ -167,11 +167,17 @@ PLACEHOLDER_ANSWER = re.compile(r"FAKE_ANSWER_\d+")
 
 
 def is_placeholder(answer: Any) -> bool:
-    """Whether an ``answers`` entry is one of the test file's placeholders."""
+    """Whether an ``answers`` entry of an unlabelled file is a placeholder (its text or its
+    ``answer_start`` -1 says so)."""
     return isinstance(answer, dict) and (
-        answer.get("answer_start") == -1
-        or PLACEHOLDER_ANSWER.fullmatch(str(answer.get("text", ""))) is not None
+        answer.get("answer_start") == -1 or _placeholder_text(answer)
     )
+
+
+def _placeholder_text(answer: Any) -> bool:
+    """Whether an entry's text is FAKE_ANSWER_n (never a gold answer)."""
+    text = answer.get("text") if isinstance(answer, dict) else answer
+    return isinstance(text, str) and PLACEHOLDER_ANSWER.fullmatch(text) is not None
 
 
 def _answers(record: dict, labelled: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -179,11 +185,12 @@ def _answers(record: dict, labelled: bool) -> tuple[tuple[str, ...], tuple[int, 
     with only the test file's placeholders)."""
     raw = record.get("answers", [])
     if isinstance(raw, list) and any(is_placeholder(answer) for answer in raw):
-        if labelled:
+        if labelled and any(_placeholder_text(answer) for answer in raw):
             raise FieldError(
                 "answers", "holds the test file's placeholders (FAKE_ANSWER_n, answer_start -1)"
             )
-        raw = [answer for answer in raw if not is_placeholder(answer)]
+        if not labelled:
+            raw = [answer for answer in raw if not is_placeholder(answer)]
     if not isinstance(raw, list):
         raise FieldError("answers", f"expected an array, got {json_type(raw)}")
     if not raw and labelled:
