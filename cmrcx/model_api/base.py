@@ -58,6 +58,28 @@ class ModelApi(Protocol):
         """The scores evaluation decodes (float32, [batch, ...]) for a scoring batch."""
 
 
+# The BERT inputs of every encoder problem type, in the networks' argument order.
+BERT_TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
+
+
+def init_bert_module(module, rng: jax.Array, batch: dict, *extra_keys: str):
+    """``module.init`` on a batch's BERT inputs (then ``extra_keys``), without dropout."""
+    inputs = [batch[k] for k in (*BERT_TOKEN_KEYS, *extra_keys)]
+    return module.init(rng, *inputs, deterministic=True)
+
+
+def apply_bert_module(module, params, batch: dict, dropout_rng, *extra_keys: str):
+    """``module.apply`` on a batch's BERT inputs (then ``extra_keys``): dropout on when
+    ``dropout_rng`` is given (training), off when it is None (scoring)."""
+    deterministic = dropout_rng is None
+    return module.apply(
+        {"params": params},
+        *(batch[k] for k in (*BERT_TOKEN_KEYS, *extra_keys)),
+        deterministic=deterministic,
+        rngs=None if deterministic else {"dropout": dropout_rng},
+    )
+
+
 def summed_cross_entropy(logits: jax.Array, labels: jax.Array, example_mask: jax.Array):
     """Softmax cross-entropy of logits [batch, n] to int labels [batch], summed over rows
     with example_mask 1. Returns (loss_sum [], {"loss_sum", "correct", "examples"})."""

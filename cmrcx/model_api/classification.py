@@ -10,10 +10,15 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from cmrcx.model_api.base import summed_cross_entropy
+from cmrcx.model_api.base import (
+    BERT_TOKEN_KEYS,
+    apply_bert_module,
+    init_bert_module,
+    summed_cross_entropy,
+)
 from cmrcx.models.bert import BertConfig, BertForSequenceClassification
 
-TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
+TOKEN_KEYS = BERT_TOKEN_KEYS
 
 
 class ClassificationModel:
@@ -34,20 +39,10 @@ class ClassificationModel:
         return batch
 
     def init(self, rng: jax.Array, batch: dict):
-        return self.module.init(
-            rng, batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
-        )
+        return init_bert_module(self.module, rng, batch)
 
     def _logits(self, params, batch, dropout_rng=None):
-        deterministic = dropout_rng is None
-        return self.module.apply(
-            {"params": params},
-            batch["input_ids"],
-            batch["token_type_ids"],
-            batch["input_mask"],
-            deterministic=deterministic,
-            rngs=None if deterministic else {"dropout": dropout_rng},
-        )
+        return apply_bert_module(self.module, params, batch, dropout_rng)
 
     def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):
         """Summed cross-entropy to the label, and counts (sums over real rows)."""

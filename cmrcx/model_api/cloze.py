@@ -15,7 +15,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cmrcx.model_api.base import summed_cross_entropy
+from cmrcx.model_api.base import (
+    BERT_TOKEN_KEYS,
+    apply_bert_module,
+    init_bert_module,
+    summed_cross_entropy,
+)
 from cmrcx.models.bert import BertConfig, BertForSentenceCloze
 
 # The authors' head adds (1 - mask) * -10000 to non-blank logits before the
@@ -23,7 +28,7 @@ from cmrcx.models.bert import BertConfig, BertForSentenceCloze
 MASKED_LOGIT = -10000.0
 
 
-TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
+TOKEN_KEYS = BERT_TOKEN_KEYS
 
 
 class ClozeModel:
@@ -47,26 +52,10 @@ class ClozeModel:
 
     def init(self, rng: jax.Array, batch: dict):
         """Boxed (logically partitioned) variables for a batch of this shape."""
-        return self.module.init(
-            rng,
-            batch["input_ids"],
-            batch["token_type_ids"],
-            batch["input_mask"],
-            batch["blank_positions"],
-            deterministic=True,
-        )
+        return init_bert_module(self.module, rng, batch, "blank_positions")
 
     def _blank_logits(self, params, batch, dropout_rng=None):
-        deterministic = dropout_rng is None
-        logits = self.module.apply(
-            {"params": params},
-            batch["input_ids"],
-            batch["token_type_ids"],
-            batch["input_mask"],
-            batch["blank_positions"],
-            deterministic=deterministic,
-            rngs=None if deterministic else {"dropout": dropout_rng},
-        )
+        logits = apply_bert_module(self.module, params, batch, dropout_rng, "blank_positions")
         return jnp.where(batch["blank_in_window"] > 0, logits, MASKED_LOGIT)
 
     def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):

@@ -21,14 +21,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cmrcx.model_api.base import summed_cross_entropy
+from cmrcx.model_api.base import (
+    BERT_TOKEN_KEYS,
+    apply_bert_module,
+    init_bert_module,
+    summed_cross_entropy,
+)
 from cmrcx.models.bert import BertConfig, BertForMultipleChoice
 
 # The logit of a padded choice: exp(MASKED_LOGIT - any real logit) is 0 in float32,
 # so the softmax and its cross-entropy are those of the real choices alone.
 MASKED_LOGIT = -1e9
 
-TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
+TOKEN_KEYS = BERT_TOKEN_KEYS
 
 
 class MultipleChoiceModel:
@@ -51,20 +56,10 @@ class MultipleChoiceModel:
         return batch
 
     def init(self, rng: jax.Array, batch: dict):
-        return self.module.init(
-            rng, batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
-        )
+        return init_bert_module(self.module, rng, batch)
 
     def _choice_logits(self, params, batch, dropout_rng=None):
-        deterministic = dropout_rng is None
-        logits = self.module.apply(
-            {"params": params},
-            batch["input_ids"],
-            batch["token_type_ids"],
-            batch["input_mask"],
-            deterministic=deterministic,
-            rngs=None if deterministic else {"dropout": dropout_rng},
-        )
+        logits = apply_bert_module(self.module, params, batch, dropout_rng)
         return jnp.where(batch["choice_mask"] > 0, logits, MASKED_LOGIT)
 
     def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):

@@ -25,9 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from cmrcx.model_api.base import BERT_TOKEN_KEYS, apply_bert_module, init_bert_module
 from cmrcx.models.bert import BertConfig, BertForQuestionAnswering
 
-TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
+TOKEN_KEYS = BERT_TOKEN_KEYS
 
 
 def position_cross_entropy(logits: jax.Array, positions: jax.Array):
@@ -64,20 +65,10 @@ class SpanExtractionModel:
         return batch
 
     def init(self, rng: jax.Array, batch: dict):
-        return self.module.init(
-            rng, batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
-        )
+        return init_bert_module(self.module, rng, batch)
 
     def _logits(self, params, batch, dropout_rng=None):
-        deterministic = dropout_rng is None
-        return self.module.apply(
-            {"params": params},
-            batch["input_ids"],
-            batch["token_type_ids"],
-            batch["input_mask"],
-            deterministic=deterministic,
-            rngs=None if deterministic else {"dropout": dropout_rng},
-        )
+        return apply_bert_module(self.module, params, batch, dropout_rng)
 
     def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):
         """Summed (start CE + end CE) / 2 over real rows, and counts.
