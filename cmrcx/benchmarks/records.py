@@ -84,3 +84,28 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         os.unlink(tmp_path)
         raise
+
+
+def versioned_split_files(
+    dataset: str,
+    split_files: dict[str, tuple[str, ...]],
+    test_files: dict[str, tuple[str, ...]],
+    split: str,
+    version: str,
+    data_dir: str | os.PathLike[str] | None = None,
+) -> tuple[str, ...]:
+    """The official files a split reads, for a data set whose test file changed with the
+    CLUE version (ChID, C3): ``split_files[split]``, or for "test" the first of
+    ``test_files[version]`` present in ``data_dir`` (the preferred, first, name without
+    one). ValueError naming ``dataset`` for an unknown split or version."""
+    if version not in test_files:
+        raise ValueError(
+            f"unknown {dataset} version {version!r}; versions: {', '.join(test_files)}"
+        )
+    if split == "test":
+        names = test_files[version]
+        present = [n for n in names if data_dir and os.path.isfile(os.path.join(data_dir, n))]
+        return tuple(present or names)[:1]
+    if split not in split_files:
+        raise ValueError(f"unknown {dataset} split {split!r}; splits: train, validation, test")
+    return split_files[split]

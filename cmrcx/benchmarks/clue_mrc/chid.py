@@ -45,6 +45,7 @@ from cmrcx.benchmarks.records import (
     is_json_int,
     json_type,
     load_json,
+    versioned_split_files,
 )
 
 TAG_PATTERN = re.compile(r"#idiom\d{6}#")
@@ -107,15 +108,7 @@ class ChidSplit:
 def split_files(split: str, version: str = "1.1", data_dir: str | None = None) -> tuple[str, ...]:
     """The official files a split reads (in this order). The test split's file is the first
     of its version's names present in ``data_dir`` (the preferred name without one)."""
-    if version not in TEST_FILES:
-        raise ValueError(f"unknown ChID version {version!r}; versions: {', '.join(VERSIONS)}")
-    if split == "test":
-        names = TEST_FILES[version]
-        present = [n for n in names if data_dir and os.path.isfile(os.path.join(data_dir, n))]
-        return tuple(present or names)[:1]
-    if split not in SPLIT_FILES:
-        raise ValueError(f"unknown ChID split {split!r}; splits: train, validation, test")
-    return SPLIT_FILES[split]
+    return versioned_split_files("ChID", SPLIT_FILES, TEST_FILES, split, version, data_dir)
 
 
 # --- Reading ------------------------------------------------------------------------------
