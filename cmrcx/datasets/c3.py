@@ -21,22 +21,18 @@ keyed by the data dir, the config, the split and the contents of the files it re
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
-import os
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from cmrcx.benchmarks.clue_mrc.c3 import VERSIONS, read_split, split_files
-from cmrcx.benchmarks.records import MissingSplitError
-from cmrcx.datasets.prepared_splits import files_keyed_dir, prepare_once, require_files
+from cmrcx.datasets import versioned_clue
+from cmrcx.datasets.versioned_clue import VersionedClueBuilder, version_configs
 
 DOWNLOAD_URL = "https://storage.googleapis.com/cluebenchmark/tasks/c3_public.zip"
 HOMEPAGE = "https://github.com/CLUEbenchmark/CLUE"
-SPLITS = ("train", "validation", "test")
 CITATION = """@article{sun-etal-2020-investigating,
   title = "Investigating Prior Knowledge for Challenging {C}hinese Machine Reading
            Comprehension",
@@ -55,33 +51,15 @@ MANUAL_INSTRUCTIONS = (
 )
 
 
-def config_name(version: str) -> str:
-    """``"1.1"`` -> ``"c311"`` (the submission file's prefix)."""
-    return "c3" + version.replace(".", "")
-
-
-@dataclasses.dataclass(eq=False)
-class C3Config(tfds.core.BuilderConfig):
-    """A BuilderConfig holding the CLUE version, which picks the test file."""
-
-    clue_version: str = "1.1"
-
-
-class C3(tfds.core.GeneratorBasedBuilder):
+class C3(VersionedClueBuilder):
     """C3 multiple-choice reading comprehension: one record per question."""
 
     VERSION = tfds.core.Version("1.0.0")
     RELEASE_NOTES = {"1.0.0": "Official files read unchanged; file order kept."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_INSTRUCTIONS
-    BUILDER_CONFIGS = [
-        C3Config(name=config_name(v), description=f"CLUE {v} test set", clue_version=v)
-        for v in VERSIONS
-    ]
-
-    def __init__(self, *, split: str | None = None, **kwargs):
-        """split: build only this split's files; None builds every split present."""
-        self._only_split = split
-        super().__init__(**kwargs)
+    BUILDER_CONFIGS = version_configs("c3", VERSIONS)
+    DATASET, PREFIX = "C3", "c3"
+    split_files = staticmethod(split_files)
 
     def _info(self) -> tfds.core.DatasetInfo:
         return self.dataset_info_from_configs(
@@ -104,18 +82,6 @@ class C3(tfds.core.GeneratorBasedBuilder):
             # Keep the official order: submissions follow the test file question by question.
             disable_shuffling=True,
         )
-
-    def _split_generators(self, dl_manager):
-        data_dir = str(dl_manager.manual_dir)
-        version = self.builder_config.clue_version
-        if self._only_split is not None:
-            require_split(data_dir, self._only_split, version)
-            present = [self._only_split]
-        else:
-            present = available_splits(data_dir, version)
-        if not present:
-            raise MissingSplitError(f"no C3 file in {data_dir}.\n{MANUAL_INSTRUCTIONS}")
-        return {split: self._generate_examples(data_dir, split) for split in present}
 
     def _generate_examples(self, data_dir: str, split: str):
         questions = read_split(data_dir, split, self.builder_config.clue_version)
@@ -144,50 +110,17 @@ def record_id(id_text: str | bytes) -> int | str:
 
 def available_splits(data_dir: str, version: str = "1.1") -> list[str]:
     """The splits whose official files are all in ``data_dir``."""
-    return [
-        split
-        for split in SPLITS
-        if all(
-            os.path.isfile(os.path.join(data_dir, n)) for n in split_files(split, version, data_dir)
-        )
-    ]
+    return versioned_clue.available_splits(C3, data_dir, version)
 
 
 def require_split(data_dir: str, split: str, version: str = "1.1") -> list[str]:
     """Paths of the official files of ``split``; MissingSplitError naming the first absent."""
-    names = split_files(split, version, data_dir)
-    return require_files("C3", data_dir, split, names, MANUAL_INSTRUCTIONS)
-
-
-def prepare(data_dir: str, split: str, version: str = "1.1", cache_dir: str | None = None) -> str:
-    """Builds one split from its official files in ``data_dir`` (once); returns the TFDS
-    data_dir to read ``split`` of ``c3/<config>`` from.
-
-    The prepared copy lives under ``cache_dir`` (default ~/.cache/cmrcx/tfds), keyed by the
-    data dir, the config, the split and the SHA-1 of every file the split reads.
-
-    Raises:
-      MissingSplitError: ``data_dir`` is not a directory or lacks one of the split's files.
-      DataFormatError: a file is malformed (names the file, record and field).
-    """
-    data_dir = os.path.abspath(data_dir)
-    paths = require_split(data_dir, split, version)
-    name = config_name(version)
-    tfds_dir = files_keyed_dir(cache_dir, f"c3-{name}-{split}", (data_dir, name, split), paths)
-    prepare_once(functools.partial(C3, config=name), tfds_dir, data_dir, split=split)
-    return tfds_dir
-
-
-def prepared_builder(
-    data_dir: str, split: str, version: str = "1.1", cache_dir: str | None = None
-) -> C3:
-    """The `C3` builder holding ``split``, prepared first if needed."""
-    return C3(config=config_name(version), data_dir=prepare(data_dir, split, version, cache_dir))
+    return versioned_clue.require_split(C3, data_dir, split, version)
 
 
 def load_split(
     data_dir: str, split: str, version: str = "1.1", cache_dir: str | None = None
 ) -> tf.data.Dataset:
-    """The questions of one split, in file order, prepared first if needed (see `prepare`)."""
-    builder = prepared_builder(data_dir, split, version, cache_dir)
-    return builder.as_dataset(split=split, shuffle_files=False)
+    """The questions of one split, in file order, prepared first if needed
+    (`cmrcx.datasets.versioned_clue.prepare`)."""
+    return versioned_clue.load_split(C3, data_dir, split, version, cache_dir)

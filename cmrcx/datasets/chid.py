@@ -19,21 +19,16 @@ keyed by the data dir, the config, the split and the contents of the files it re
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import os
-
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from cmrcx.benchmarks.clue_mrc.chid import VERSIONS, read_split, split_files
-from cmrcx.benchmarks.records import MissingSplitError
-from cmrcx.datasets.prepared_splits import files_keyed_dir, prepare_once, require_files
+from cmrcx.datasets import versioned_clue
+from cmrcx.datasets.versioned_clue import VersionedClueBuilder, version_configs
 
 DOWNLOAD_URL = "https://storage.googleapis.com/cluebenchmark/tasks/chid_public.zip"
 HOMEPAGE = "https://github.com/CLUEbenchmark/CLUE"
-SPLITS = ("train", "validation", "test")
 CITATION = """@inproceedings{zheng-etal-2019-chid,
   title = "{C}h{ID}: A Large-scale {C}hinese {ID}iom Dataset for Cloze Test",
   author = "Zheng, Chujie and Huang, Minlie and Sun, Aixin",
@@ -51,33 +46,15 @@ MANUAL_INSTRUCTIONS = (
 )
 
 
-def config_name(version: str) -> str:
-    """``"1.1"`` -> ``"chid11"`` (the submission file's prefix)."""
-    return "chid" + version.replace(".", "")
-
-
-@dataclasses.dataclass(eq=False)
-class ChidConfig(tfds.core.BuilderConfig):
-    """A BuilderConfig holding the CLUE version, which picks the test file."""
-
-    clue_version: str = "1.1"
-
-
-class Chid(tfds.core.GeneratorBasedBuilder):
+class Chid(VersionedClueBuilder):
     """ChID idiom cloze: one multiple-choice record per blank."""
 
     VERSION = tfds.core.Version("1.0.0")
     RELEASE_NOTES = {"1.0.0": "Official files read unchanged; file order kept."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_INSTRUCTIONS
-    BUILDER_CONFIGS = [
-        ChidConfig(name=config_name(v), description=f"CLUE {v} test set", clue_version=v)
-        for v in VERSIONS
-    ]
-
-    def __init__(self, *, split: str | None = None, **kwargs):
-        """split: build only this split's files; None builds every split present."""
-        self._only_split = split
-        super().__init__(**kwargs)
+    BUILDER_CONFIGS = version_configs("chid", VERSIONS)
+    DATASET, PREFIX = "ChID", "chid"
+    split_files = staticmethod(split_files)
 
     def _info(self) -> tfds.core.DatasetInfo:
         return self.dataset_info_from_configs(
@@ -98,18 +75,6 @@ class Chid(tfds.core.GeneratorBasedBuilder):
             disable_shuffling=True,
         )
 
-    def _split_generators(self, dl_manager):
-        data_dir = str(dl_manager.manual_dir)
-        version = self.builder_config.clue_version
-        if self._only_split is not None:
-            require_split(data_dir, self._only_split, version)
-            present = [self._only_split]
-        else:
-            present = available_splits(data_dir, version)
-        if not present:
-            raise MissingSplitError(f"no ChID file in {data_dir}.\n{MANUAL_INSTRUCTIONS}")
-        return {split: self._generate_examples(data_dir, split) for split in present}
-
     def _generate_examples(self, data_dir: str, split: str):
         records = read_split(data_dir, split, self.builder_config.clue_version)
         for blank in records.blanks:
@@ -129,50 +94,17 @@ class Chid(tfds.core.GeneratorBasedBuilder):
 
 def available_splits(data_dir: str, version: str = "1.1") -> list[str]:
     """The splits whose official files are all in ``data_dir``."""
-    return [
-        split
-        for split in SPLITS
-        if all(
-            os.path.isfile(os.path.join(data_dir, n)) for n in split_files(split, version, data_dir)
-        )
-    ]
+    return versioned_clue.available_splits(Chid, data_dir, version)
 
 
 def require_split(data_dir: str, split: str, version: str = "1.1") -> list[str]:
     """Paths of the official files of ``split``; MissingSplitError naming the first absent."""
-    names = split_files(split, version, data_dir)
-    return require_files("ChID", data_dir, split, names, MANUAL_INSTRUCTIONS)
-
-
-def prepare(data_dir: str, split: str, version: str = "1.1", cache_dir: str | None = None) -> str:
-    """Builds one split from its official files in ``data_dir`` (once); returns the TFDS
-    data_dir to read ``split`` of ``chid/<config>`` from.
-
-    The prepared copy lives under ``cache_dir`` (default ~/.cache/cmrcx/tfds), keyed by the
-    data dir, the config, the split and the SHA-1 of the data and answer files.
-
-    Raises:
-      MissingSplitError: ``data_dir`` is not a directory or lacks one of the split's files.
-      DataFormatError: a file is malformed (names the file, line or answer key, field).
-    """
-    data_dir = os.path.abspath(data_dir)
-    paths = require_split(data_dir, split, version)
-    name = config_name(version)
-    tfds_dir = files_keyed_dir(cache_dir, f"chid-{name}-{split}", (data_dir, name, split), paths)
-    prepare_once(functools.partial(Chid, config=name), tfds_dir, data_dir, split=split)
-    return tfds_dir
-
-
-def prepared_builder(
-    data_dir: str, split: str, version: str = "1.1", cache_dir: str | None = None
-) -> Chid:
-    """The `Chid` builder holding ``split``, prepared first if needed."""
-    return Chid(config=config_name(version), data_dir=prepare(data_dir, split, version, cache_dir))
+    return versioned_clue.require_split(Chid, data_dir, split, version)
 
 
 def load_split(
     data_dir: str, split: str, version: str = "1.1", cache_dir: str | None = None
 ) -> tf.data.Dataset:
-    """The blanks of one split, in file order, prepared first if needed (see `prepare`)."""
-    builder = prepared_builder(data_dir, split, version, cache_dir)
-    return builder.as_dataset(split=split, shuffle_files=False)
+    """The blanks of one split, in file order, prepared first if needed
+    (`cmrcx.datasets.versioned_clue.prepare`)."""
+    return versioned_clue.load_split(Chid, data_dir, split, version, cache_dir)
