@@ -23,6 +23,7 @@ from cmrcx.benchmarks.records import write_atomically
 from cmrcx.model_api.multiple_choice import MultipleChoiceModel
 from cmrcx.model_api.span import SpanExtractionModel
 from cmrcx.tasks import clue_mrc as clue_mrc_tasks
+from cmrcx.training.run_tasks import metric_lines
 from cmrcx.vocabularies import WordPieceVocabulary
 
 # RunConfig.decoding -> ChID's decoding written to the prediction files. "paper": the
@@ -87,7 +88,7 @@ class ClueMrcRunTask:
         return MrcEvaluation(self, split)
 
     def results_table(self, results: dict[str, float], split: str) -> str:
-        return "\n".join(f"{self.name} {split} {k}: {v:.2f}" for k, v in results.items())
+        return metric_lines(self.name, results, split)
 
 
 class MrcEvaluation:

@@ -47,6 +47,11 @@ def _announce(path: str, what: str, detail: str = "") -> None:
         print(f"{what}: {path}" + (f" ({detail})" if detail else ""), flush=True)
 
 
+def metric_lines(task: str, results: dict[str, float], split: str) -> str:
+    """One line per metric: ``clue_afqmc validation accuracy: 56.25``."""
+    return "\n".join(f"{task} {split} {k}: {v:.2f}" for k, v in results.items())
+
+
 class Cmrc2019RunTask:
     """CMRC 2019 sentence cloze: windows in, per-passage choice lists out (QAC/PAC)."""
 
@@ -144,7 +149,7 @@ class ClueClassificationRunTask:
         return ClassificationEvaluation(self, split)
 
     def results_table(self, results: dict[str, float], split: str) -> str:
-        return "\n".join(f"{self.name} {split} {k}: {v:.2f}" for k, v in results.items())
+        return metric_lines(self.name, results, split)
 
 
 class ClassificationEvaluation:
