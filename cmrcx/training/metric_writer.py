@@ -13,6 +13,8 @@ import time
 
 import jax
 
+from cmrcx.benchmarks.records import write_atomically
+
 
 class MetricWriter:
     def __init__(self, model_dir: str):
@@ -45,12 +47,11 @@ class MetricWriter:
             return 0
         with open(self.path, encoding="utf-8") as f:
             lines = f.readlines()
-        kept = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
+        steps = [_step_of(line) for line in lines]
+        kept = [line for line, s in zip(lines, steps, strict=True) if s is not None and s <= step]
         if len(kept) == len(lines):
             return 0
-        with open(self.path + ".tmp", "w", encoding="utf-8") as f:
-            f.writelines(kept)
-        os.replace(self.path + ".tmp", self.path)
+        write_atomically(self.path, "".join(kept))
         print(
             f"{self.path}: dropped {len(lines) - len(kept)} line(s) written after step {step} "
             "by an interrupted run (this run writes them again)",
