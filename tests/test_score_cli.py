@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-REPO = "/work/main"
+REPO = str(Path(__file__).resolve().parents[1])
 
 
 def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:

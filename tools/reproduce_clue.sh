@@ -61,7 +61,7 @@ if [ -d "$DATA_ROOT/${PUBLIC_DIR[clue_diagnostics]}" ]; then
 fi
 "$PYTHON" -m cmrcx.eval --mixture=clue --runs_root="$RUNS_ROOT" --split test "${diagnostics[@]}"
 
-# Published: Table 2 of Xu et al., COLING 2020 (/work/shared/papers/
+# Published: Table 2 of Xu et al., COLING 2020 (shared/papers/
 # clue_xu_et_al_coling2020.md), test accuracy (EM for CMRC). The paper's Avg is over all
 # nine tasks; Avg6 (over the six classification tasks) is computed here.
 "$PYTHON" - "$MODEL" <<'PY'
