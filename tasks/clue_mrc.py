@@ -154,7 +154,7 @@ def split_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None
     """The records of a split (questions, blanks), read once per process."""
     records = tuple(load_records(row, data_dir, split, cache_dir))
     if not records:
-        raise ValueError(f"{row.name}: the {split} split of {data_dir} has no records")
+        raise DataFormatError(f"{data_dir}: the {split} split of {row.name} has no records")
     return records
 
 
@@ -178,9 +178,11 @@ def span_windows(
         file and the question).
     """
     ids = spans.SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
+    # Read outside the `try`: the reader's errors name the file already.
+    records = split_records(row, data_dir, split, cache_dir)
     try:
         return spans.split_windows(
-            split_records(row, data_dir, split, cache_dir),
+            records,
             spans.wordpiece_tokenize_words(vocabulary),
             ids,
             training=training,
