@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import gin
 
+from cmrcx.benchmarks import task_names
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.models.bert import BertConfig
@@ -124,9 +125,15 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
             files.append(os.path.abspath(name))
         elif os.path.isfile(os.path.join(gin_configs_dir(), name)):
             files.append(os.path.join(gin_configs_dir(), name))
+        elif paper_named := _gin_file_of_paper_name(name):
+            print(f"note: {name} is {os.path.basename(paper_named)}", file=sys.stderr)
+            files.append(paper_named)
         else:
             bundled = sorted(f for f in os.listdir(gin_configs_dir()) if f.endswith(".gin"))
-            raise ConfigError(f"gin file {name!r} not found; bundled: {', '.join(bundled)}")
+            raise ConfigError(
+                f"gin file {name!r} not found; bundled: {', '.join(bundled)} (a task's paper "
+                f"name works in their place: {task_names.paper_names_text()})"
+            )
     # gin logs "Path not found" for each search-path miss before it finds an
     # include; those lines are noise (a real miss raises), so they are filtered.
     root = logging.getLogger()
@@ -135,6 +142,21 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
         gin.parse_config_files_and_bindings(files, bindings, finalize_config=False)
     finally:
         root.removeFilter(_drop_gin_path_misses)
+
+
+def _gin_file_of_paper_name(name: str) -> str | None:
+    """The bundled gin file a paper's task name stands for: ``clue_cluewsc2020_bert.gin``
+    or ``cluewsc2020_bert.gin`` -> ``clue_cluewsc11_bert.gin`` (the current CLUE version)."""
+    if os.path.dirname(name) or not name.endswith(".gin"):
+        return None
+    parts = name[: -len(".gin")].split("_")
+    for cut in range(len(parts) - 1, 0, -1):  # the longest task name first
+        registered = task_names.find("_".join(parts[:cut]))
+        if registered is not None:
+            candidate = os.path.join(gin_configs_dir(), "_".join([registered, *parts[cut:]]))
+            if os.path.isfile(candidate + ".gin"):
+                return candidate + ".gin"
+    return None
 
 
 def _drop_gin_path_misses(record: logging.LogRecord) -> bool:
@@ -210,7 +232,13 @@ class RunConfig:
                 "Google TF checkpoints into that form is `python -m cmrcx.convert` (issue 3)."
             )
         if run.task not in RUN_TASKS:
-            raise ConfigError(f"RunConfig.task {run.task!r}: use one of {', '.join(RUN_TASKS)}")
+            registered = task_names.find(run.task)  # a paper's name, e.g. "cluewsc2020"
+            if registered is None:
+                raise ConfigError(
+                    f"RunConfig.task {run.task!r}: use one of {', '.join(RUN_TASKS)}; also the "
+                    f"papers' names: {task_names.paper_names_text()}"
+                )
+            run = dataclasses.replace(run, task=registered)
         if run.data_dir is None:
             raise ConfigError(
                 "DATA_DIR is not set: add --gin.DATA_DIR=\"'DIR'\" with the official files "

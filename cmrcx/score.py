@@ -3,7 +3,10 @@
 NAME is ``cmrc2019``, a versioned CLUE classification task name (``clue_afqmc``,
 ``clue_tnews10``, ``clue_tnews11``, ``clue_iflytek``, ``clue_ocnli``, ``clue_cmnli``,
 ``clue_cluewsc10``, ``clue_cluewsc11``, ``clue_csl``, ``clue_diagnostics``; the table is
-`cmrcx.benchmarks.clue.tasks.TASKS`) or a CLUE reading-comprehension task (below).
+`cmrcx.benchmarks.clue.tasks.TASKS`) or a CLUE reading-comprehension task (below). The
+papers' names work too, case and spaces aside, for the current CLUE version (1.1):
+``cluewsc2020`` is ``clue_cluewsc11``, ``chid`` ``clue_chid11``, ``c3`` ``clue_c311``,
+``cmrc2018`` ``clue_cmrc2018``, ``tnews`` ``clue_tnews11`` (`cmrcx.benchmarks.task_names`).
 
 Prints exactly one JSON object on stdout, e.g. for CMRC 2019
 ``{"qac": 71.2, "pac": 20.5, "total": 1234, "skip": 0}``, plus ``"missing": [...]`` when
@@ -49,6 +52,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cmrcx.benchmarks import task_names
 from cmrcx.benchmarks.clue.metrics import score_submission as score_clue_submission
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.benchmarks.cmrc2019.metrics import cloze_scores
@@ -195,13 +199,15 @@ def score_c3(data_dir: str, predictions_path: str) -> dict[str, Any]:
     return c3.score_submission(data_dir, "validation", predictions_path)
 
 
-# benchmark or task name -> fn(dataset_path, predictions_path) -> JSON-serialisable scores.
+# registered task name -> fn(dataset_path, predictions_path) -> JSON-serialisable scores.
+# The names people type (``cmrc2018``, ``CLUEWSC2020``, ``chid``...) resolve to these
+# through `cmrcx.benchmarks.task_names`.
 SCORERS: dict[str, Callable[[str, str], dict[str, Any]]] = {
     "cmrc2019": score_cmrc2019,
     **{name: functools.partial(score_clue, name) for name in CLUE_TASKS},
-    **dict.fromkeys(("cmrc2018", "clue_cmrc2018"), score_cmrc2018),
-    **dict.fromkeys(("chid", "clue_chid11", "clue_chid10"), score_chid),
-    **dict.fromkeys(("c3", "clue_c311", "clue_c310"), score_c3),
+    "clue_cmrc2018": score_cmrc2018,
+    **dict.fromkeys(("clue_chid11", "clue_chid10"), score_chid),
+    **dict.fromkeys(("clue_c311", "clue_c310"), score_c3),
 }
 
 # The --help epilog: GOLD and PREDICTIONS of the reading-comprehension tasks.
@@ -229,8 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "benchmark",
-        choices=sorted(SCORERS),
-        help=f"one of: {', '.join(sorted(SCORERS))}",
+        help=f"one of: {', '.join(sorted(SCORERS))}; or a paper's name of a task "
+        f"(the current CLUE version): {task_names.paper_names_text()}",
         metavar="NAME",
     )
     parser.add_argument(
@@ -242,8 +248,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "predictions", help="official predictions / submission file", metavar="PREDICTIONS"
     )
     args = parser.parse_args(argv)
+    task = task_names.find(args.benchmark)
+    if task not in SCORERS:
+        parser.error(
+            f"argument NAME: unknown task {args.benchmark!r}; accepted: "
+            f"{', '.join(sorted(SCORERS))}; or a paper's name: {task_names.paper_names_text()}"
+        )
     try:
-        scores = SCORERS[args.benchmark](args.dataset, args.predictions)
+        scores = SCORERS[task](args.dataset, args.predictions)
     except DataFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
