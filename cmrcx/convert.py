@@ -34,8 +34,8 @@ import sys
 
 import numpy as np
 
-from cmrcx import pretrained
-from cmrcx.pretrained import PretrainedFormatError, describe, read_pretrained_dir
+from cmrcx.weights import hf_io as pretrained
+from cmrcx.weights.hf_io import PretrainedFormatError, describe, read_pretrained_dir
 
 VERIFY_SEED = 0  # the random verification inputs are the same on every run
 
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
         help="largest absolute difference --verify accepts (default 1e-4)",
     )
     args = parser.parse_args(argv)
-    from cmrcx import bert_weights
+    from cmrcx.weights import bert as bert_weights
 
     family = "t5" if pretrained.hf_model_type(args.source) in pretrained.T5_MODEL_TYPES else "bert"
     if args.verify:
@@ -197,7 +197,7 @@ def _torch_bert(source: str):
         else:
             model_class = transformers.BertModel
         return model_class.from_pretrained(source, dtype=torch.float32).eval()
-    from cmrcx import bert_weights
+    from cmrcx.weights import bert as bert_weights
 
     config = transformers.BertConfig.from_json_file(pretrained.tf_config_path(source))
     model = transformers.BertModel(config).eval()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cmrcx import launch
+from cmrcx.cli import launch
 
 FLAGS = (
     ("--split", {"default": None, "help": "split to score (default: the run's eval split)"}),

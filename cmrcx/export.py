@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from cmrcx import launch
+from cmrcx.cli import launch
 from cmrcx.models.t5 import T5Config
 
 FLAGS = (
@@ -39,11 +39,11 @@ def main(argv) -> None:
     params = jax.device_get(state.params[runner.model.encoder_name])
     is_t5 = isinstance(run.model, T5Config)
     if args.format == "hf" and is_t5:
-        from cmrcx.pretrained import write_hf_t5_dir
+        from cmrcx.weights.hf_io import write_hf_t5_dir
 
         write_hf_t5_dir(params, run.model, out, os.path.dirname(run.vocab_file))
     elif args.format == "hf":
-        from cmrcx.pretrained import write_hf_dir
+        from cmrcx.weights.hf_io import write_hf_dir
 
         write_hf_dir(out, params, run.model, run.vocab_file)
     else:

@@ -6,7 +6,7 @@ Each line of FILE (UTF-8) is one input, surrounding white space stripped as Long
 gen.py does (thu-coai/LOT-LongLM baselines/generation/gen.py):
 - a line whose first character is "[" is a JSON list of token ids, used as given;
 - any other line is text, tokenized with DIR/spiece.model as transformers' T5Tokenizer
-  does (`cmrcx.t5_vocabulary`) and cut to max_input_length - 1 ids, then EOS is
+  does (`cmrcx.vocab.sentencepiece`) and cut to max_input_length - 1 ids, then EOS is
   appended, unless the ids already end with it: gen.py's `tokenizer(texts,
   truncation=True, max_length=512)` (add_special_tokens defaults to true).
 FILE.jsonl gets one JSON object per input line, in order: {"input": the text or the
@@ -35,9 +35,9 @@ from collections.abc import Sequence
 
 import gin
 
-from cmrcx import launch
 from cmrcx.benchmarks.records import DataFormatError, is_json_int
-from cmrcx.launch import ConfigError
+from cmrcx.cli import launch
+from cmrcx.cli.launch import ConfigError
 
 DECODINGS = ("greedy", "sample", "beam")
 SENTENCEPIECE_FILE = "spiece.model"
@@ -131,7 +131,7 @@ def generation_config(args: argparse.Namespace) -> GenerationConfig:
 
 def load_export(directory: str):
     """(T5Config, params as numpy, path of spiece.model); ConfigError when it is not there."""
-    from cmrcx.pretrained import PretrainedFormatError, read_t5_export
+    from cmrcx.weights.hf_io import PretrainedFormatError, read_t5_export
 
     if not os.path.isdir(directory):
         raise ConfigError(f"checkpoint directory not found: {directory}")
@@ -234,14 +234,14 @@ def decode(generation: GenerationConfig, model, params, ids, mask, rng):
 
 def readable_text(vocab, ids: Sequence[int]) -> str:
     """T5Tokenizer's decode(ids, skip_special_tokens=True): special ids dropped, the rest
-    decoded by SentencePiece, stripped and cleaned up (`cmrcx.t5_vocabulary`)."""
+    decoded by SentencePiece, stripped and cleaned up (`cmrcx.vocab.sentencepiece`)."""
     special = {vocab.pad_id, vocab.eos_id, vocab.unk_id}
     return vocab.decode([i for i in ids if i not in special and i < vocab.piece_size])
 
 
 def load_vocabulary(spiece: str, model_vocab_size: int):
     """The export's T5SentencePieceVocabulary; ConfigError if it is not the model's."""
-    from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
+    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
     try:
         vocab = T5SentencePieceVocabulary(spiece)

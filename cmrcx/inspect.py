@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from cmrcx import launch
+from cmrcx.cli import launch
 
 FLAGS = (
     ("task_or_mixture", {"help": "RunConfig.task, or a SeqIO task / mixture of the run"}),
@@ -80,7 +80,7 @@ def token_text(vocabulary, ids: Sequence[int]) -> str:
     WordPiece is shown token by token (`[CLS] 他 [unused1] ##s [SEP]`) rather than
     detokenized, so the framing, blank markers and word pieces stay visible.
     """
-    from cmrcx.vocabularies import WordPieceVocabulary
+    from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
     if isinstance(vocabulary, WordPieceVocabulary):
         tokens = vocabulary.tokens
@@ -212,7 +212,7 @@ def main(argv) -> None:
     launch.parse_flags(argv, __doc__, FLAGS)  # --help and usage errors before the redirect
     with stdout_to_stderr():
         args, run = launch.start(argv, __doc__, FLAGS)
-        from cmrcx.training.run_tasks import build_run_task  # after gin: TF starts here
+        from cmrcx.training.run_tasks.base import build_run_task  # after gin: TF starts here
 
         run_task = build_run_task(run)
         name = resolve_name(args.task_or_mixture, args.scoring, run, run_task)

@@ -103,8 +103,8 @@ def score_cmrc2018(dataset_path: str, predictions_path: str) -> dict[str, Any]:
     Returns:
       ``{"AVERAGE", "F1", "EM", "TOTAL", "SKIP"}``, percentages rounded as the script prints.
     """
-    from cmrcx.benchmarks.clue_mrc.cmrc2018_evaluate import evaluate, read_predictions
-    from cmrcx.benchmarks.clue_mrc.cmrc2018_format import read_questions
+    from cmrcx.benchmarks.clue.cmrc2018_evaluate import evaluate, read_predictions
+    from cmrcx.benchmarks.clue.cmrc2018_format import read_questions
 
     split = read_questions(dataset_path, labelled=True)
     if not split.questions:
@@ -152,7 +152,7 @@ def score_chid(answers_path: str, predictions_path: str) -> dict[str, Any]:
     Returns:
       ``{"accuracy", "correct", "total"}`` over the answer file's blanks.
     """
-    from cmrcx.benchmarks.clue_mrc import chid_decoding
+    from cmrcx.benchmarks.clue import chid_decoding
 
     # The answer file has the submission's format, so the same reader validates it.
     try:
@@ -188,7 +188,7 @@ def score_c3(data_dir: str, predictions_path: str) -> dict[str, Any]:
     Returns:
       ``{"accuracy", "correct", "total"}`` over the questions of d-dev.json and m-dev.json.
     """
-    from cmrcx.benchmarks.clue_mrc import c3
+    from cmrcx.benchmarks.clue import c3
 
     if not os.path.isdir(data_dir):
         names = " and ".join(c3.split_files("validation"))

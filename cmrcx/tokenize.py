@@ -3,10 +3,10 @@
 Reads lines of UTF-8 text on stdin and prints, for each, one line with a JSON list
 of token ids (``--pieces``: the token strings), made by the same TF op the input
 pipelines use. The file picks the vocabulary: a SentencePiece ``*.model`` (LongLM,
-mT5) is a `cmrcx.t5_vocabulary.T5SentencePieceVocabulary` with 100 sentinels
+mT5) is a `cmrcx.vocab.sentencepiece.T5SentencePieceVocabulary` with 100 sentinels
 (``<extra_id_k>`` in the text becomes its id, as in transformers' T5Tokenizer; no
 ``</s>`` is appended), anything else a BERT ``vocab.txt``
-(`cmrcx.vocabularies.WordPieceVocabulary`). With the bundled tiny vocabulary::
+(`cmrcx.vocab.wordpiece.WordPieceVocabulary`). With the bundled tiny vocabulary::
 
     $ echo '他[BLANK1]了。' | python -m cmrcx.tokenize --vocab cmrcx/data/tiny_vocab.txt --pieces
     ["他", "[", "[UNK]", "]", "了", "。"]
@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, TextIO
 from cmrcx.benchmarks.cmrc2019.official_format import PASSAGE_REWRITES
 
 if TYPE_CHECKING:
-    from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
-    from cmrcx.vocabularies import WordPieceVocabulary
+    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+    from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
     Vocabulary = WordPieceVocabulary | T5SentencePieceVocabulary
 
@@ -116,8 +116,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _load_vocabulary(args: argparse.Namespace) -> Vocabulary:
     """The vocabulary the file's name says: SentencePiece for *.model, else WordPiece."""
-    from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
-    from cmrcx.vocabularies import WordPieceVocabulary
+    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+    from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
     if args.vocab.endswith(SENTENCEPIECE_SUFFIX):
         return T5SentencePieceVocabulary(args.vocab)
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: vocabulary file not found: {args.vocab}", file=sys.stderr)
         return 2
     # Before the vocabulary loads TensorFlow: its start-up chatter would bury the answers.
-    from cmrcx import quiet_start
+    from cmrcx.cli import quiet_start
 
     quiet_start.import_tensorflow()
     try:

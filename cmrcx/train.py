@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from cmrcx import launch
+from cmrcx.cli import launch
 
 
 def main(argv) -> None:

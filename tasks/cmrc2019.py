@@ -25,7 +25,7 @@ from cmrcx.benchmarks.cmrc2019 import metrics as cmrc2019_metrics
 from cmrcx.benchmarks.cmrc2019 import windows as cmrc2019_windows
 from cmrcx.benchmarks.cmrc2019.official_format import PASSAGE_REWRITES
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
-from cmrcx.vocabularies import UNUSED_TOKEN, WordPieceVocabulary
+from cmrcx.vocab.wordpiece import UNUSED_TOKEN, WordPieceVocabulary
 
 MIXTURE_NAME = "cmrc2019"
 # The authors' baseline replaces [BLANK1]..[BLANK15]; the official data has up to

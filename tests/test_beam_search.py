@@ -18,7 +18,7 @@ from test_decoding_t5 import ODD, VARIANTS, reference_model
 
 from cmrcx.models import decoding
 from cmrcx.models.t5 import T5ForConditionalGeneration
-from cmrcx.pretrained import read_t5_dir
+from cmrcx.weights.hf_io import read_t5_dir
 
 torch = pytest.importorskip("torch")
 

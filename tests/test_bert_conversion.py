@@ -24,10 +24,11 @@ transformers = pytest.importorskip("transformers")
 
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from cmrcx import bert_weights, convert  # noqa: E402
+from cmrcx import convert  # noqa: E402
 from cmrcx.models.bert import BertConfig, BertEncoder  # noqa: E402
-from cmrcx.pretrained import read_pretrained_dir, write_hf_dir  # noqa: E402
 from cmrcx.training import checkpoints  # noqa: E402
+from cmrcx.weights import bert as bert_weights  # noqa: E402
+from cmrcx.weights.hf_io import read_pretrained_dir, write_hf_dir  # noqa: E402
 
 SMALL = dict(
     vocab_size=120,

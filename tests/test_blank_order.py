@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import seqio
 
-from cmrcx import launch
 from cmrcx.benchmarks.cmrc2019 import evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
+from cmrcx.cli import launch
 from cmrcx.score import score_cmrc2019
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 from cmrcx.training.runner import Runner
-from cmrcx.vocabularies import WordPieceVocabulary
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 TINY_VOCAB = launch.package_path("data/tiny_vocab.txt")
 MAX_LENGTH, DOC_STRIDE = 64, 32

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import cmrcx.data
-from cmrcx.benchmarks.clue_mrc import c3
+from cmrcx.benchmarks.clue import c3
 from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
+from cmrcx.cli.launch import package_path
 from cmrcx.datasets import c3 as c3_tfds
-from cmrcx.launch import package_path
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "clue_mrc_sample" / "c3_public"
 IDS = c3.SpecialIds(cls_id=1, sep_id=2)

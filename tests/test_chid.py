@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import cmrcx.data
-from cmrcx.benchmarks.clue_mrc import chid, chid_decoding
+from cmrcx.benchmarks.clue import chid, chid_decoding
 from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
+from cmrcx.cli.launch import package_path
 from cmrcx.datasets import chid as chid_tfds
-from cmrcx.launch import package_path
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "clue_mrc_sample" / "chid_public"
 IDS = chid.SpecialIds(cls_id=1, sep_id=2, mask_id=3, marker_id=4)

@@ -9,9 +9,9 @@ import gin
 import numpy as np
 import pytest
 
-from cmrcx import launch
-from cmrcx.benchmarks.clue_mrc import c3, chid, chid_decoding, cmrc2018_evaluate
-from cmrcx.launch import package_path
+from cmrcx.benchmarks.clue import c3, chid, chid_decoding, cmrc2018_evaluate
+from cmrcx.cli import launch
+from cmrcx.cli.launch import package_path
 from cmrcx.training.runner import Runner
 
 SAMPLES = package_path("data/clue_mrc_sample")

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import seqio
 
-from cmrcx.benchmarks.clue_mrc import c3, chid
-from cmrcx.launch import package_path
-from cmrcx.tasks import clue_mrc
+from cmrcx.benchmarks.clue import c3, chid
+from cmrcx.cli.launch import package_path
+from cmrcx.tasks.clue import reading as clue_mrc
 
 SAMPLES = package_path("data/clue_mrc_sample")
 VOCAB = package_path("data/tiny_vocab.txt")

@@ -11,9 +11,9 @@ import gin
 import numpy as np
 import pytest
 
-from cmrcx import launch
 from cmrcx.benchmarks.clue.submission import read_submission
-from cmrcx.launch import ConfigError, package_path
+from cmrcx.cli import launch
+from cmrcx.cli.launch import ConfigError, package_path
 from cmrcx.training.mixture_eval import evaluate_mixture
 from cmrcx.training.runner import Runner
 

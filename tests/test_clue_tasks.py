@@ -28,8 +28,8 @@ from cmrcx.benchmarks.clue.submission import read_submission, write_submission
 from cmrcx.benchmarks.records import MissingSplitError
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
-from cmrcx.tasks import clue as clue_tasks
-from cmrcx.vocabularies import WordPieceVocabulary
+from cmrcx.tasks.clue import classification as clue_tasks
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 DATA = Path(cmrcx.data.__file__).parent
 AFQMC_SAMPLE = DATA / "clue_sample" / "afqmc_public"

@@ -1,4 +1,4 @@
-"""The official CMRC 2018 evaluator's rules (cmrcx.benchmarks.clue_mrc.cmrc2018_evaluate)."""
+"""The official CMRC 2018 evaluator's rules (cmrcx.benchmarks.clue.cmrc2018_evaluate)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cmrcx.benchmarks.clue_mrc import cmrc2018_evaluate as ev
+from cmrcx.benchmarks.clue import cmrc2018_evaluate as ev
 from cmrcx.benchmarks.records import DataFormatError
 
 SAMPLE_DEV = Path(__file__).parents[1] / "cmrcx/data/clue_mrc_sample/cmrc2018_public/dev.json"

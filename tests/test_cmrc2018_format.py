@@ -1,4 +1,4 @@
-"""CMRC 2018's official file format (cmrcx.benchmarks.clue_mrc.cmrc2018_format) and its
+"""CMRC 2018's official file format (cmrcx.benchmarks.clue.cmrc2018_format) and its
 TFDS builder (cmrcx.datasets.cmrc2018)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cmrcx.benchmarks.clue_mrc import cmrc2018_format as fmt
+from cmrcx.benchmarks.clue import cmrc2018_format as fmt
 from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
 
 SAMPLE = Path(__file__).parents[1] / "cmrcx/data/clue_mrc_sample/cmrc2018_public"

@@ -1,4 +1,4 @@
-"""CLUE's CMRC 2018 baseline features and decoding (cmrcx.benchmarks.clue_mrc.spans)."""
+"""CLUE's CMRC 2018 baseline features and decoding (cmrcx.benchmarks.clue.cmrc2018_windows)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cmrcx.benchmarks.clue_mrc import spans
-from cmrcx.benchmarks.clue_mrc.cmrc2018_format import Cmrc2018Question
+from cmrcx.benchmarks.clue import cmrc2018_windows as spans
+from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
 from cmrcx.benchmarks.cmrc2019.windows import doc_spans, max_context_span
 
 # A long passage: an English name at the very start, ~300 CJK characters, a mixed-case
@@ -250,7 +250,7 @@ def test_predict_answers_for_a_split() -> None:
 
 
 def test_wordpiece_callable_matches_the_vocabulary_word_by_word() -> None:
-    from cmrcx.vocabularies import WordPieceVocabulary
+    from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
     vocabulary = WordPieceVocabulary(str(Path(spans.__file__).parents[2] / "data/tiny_vocab.txt"))
     tokenize = spans.wordpiece_tokenize_words(vocabulary)

@@ -21,7 +21,7 @@ from cmrcx.benchmarks.cmrc2019 import windows as cmrc2019_windows
 from cmrcx.benchmarks.cmrc2019.official_format import DataFormatError
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
-from cmrcx.vocabularies import WordPieceVocabulary
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 TINY_VOCAB = str(Path(cmrcx.data.__file__).parent / "tiny_vocab.txt")
 MAX_LENGTH = 64

@@ -13,7 +13,7 @@ import gin
 import jax
 import pytest
 
-from cmrcx import launch
+from cmrcx.cli import launch
 from cmrcx.training import input_pipeline
 from cmrcx.training.runner import Runner
 

@@ -11,7 +11,7 @@ import pytest
 
 from cmrcx.models import decoding
 from cmrcx.models.t5 import T5ForConditionalGeneration
-from cmrcx.pretrained import read_t5_dir
+from cmrcx.weights.hf_io import read_t5_dir
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -17,7 +17,7 @@ import gin
 import pytest
 from test_preemption import flags, runner_for
 
-from cmrcx import launch
+from cmrcx.cli import launch
 from cmrcx.training import checkpoints
 
 SCRIPT = """

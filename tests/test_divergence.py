@@ -9,8 +9,9 @@ import pytest
 from test_preemption import flags as preemption_flags
 from test_preemption import runner_for
 
-from cmrcx import launch, train
-from cmrcx.launch import TrainingDiverged
+from cmrcx import train
+from cmrcx.cli import launch
+from cmrcx.cli.launch import TrainingDiverged
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,9 @@ import shutil
 import gin
 import pytest
 
-from cmrcx import launch
 from cmrcx.benchmarks.records import DataFormatError
-from cmrcx.launch import package_path
+from cmrcx.cli import launch
+from cmrcx.cli.launch import package_path
 from cmrcx.training.runner import Runner
 
 

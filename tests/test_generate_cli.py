@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 from test_sentencepiece_vocab import train_sample_model
 
-from cmrcx import convert, generate, launch
+from cmrcx import convert, generate
+from cmrcx.cli import launch
 from cmrcx.models import decoding
 from cmrcx.models.t5 import T5ForConditionalGeneration
-from cmrcx.pretrained import read_t5_export
-from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
+from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+from cmrcx.weights.hf_io import read_t5_export
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -8,7 +8,8 @@ import gin
 import numpy as np
 import pytest
 
-from cmrcx import inspect, launch
+from cmrcx import inspect
+from cmrcx.cli import launch
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ import os
 import gin
 import pytest
 
-from cmrcx import launch
+from cmrcx.cli import launch
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""LongLM pretraining: the TF preprocessors of `cmrcx.tasks.longlm` against the reference
+"""LongLM pretraining: the TF preprocessors of `cmrcx.tasks.lot.pretraining` against the reference
 semantics of `cmrcx.benchmarks.lot.pretraining`, the registered tasks on the bundled corpus
 (cmrcx/data/longlm_corpus, stories written for this project), and the Table 9 metrics.
 
@@ -23,7 +23,7 @@ from seqio import test_utils as seqio_test_utils
 
 import cmrcx.data
 from cmrcx.benchmarks.lot import pretraining
-from cmrcx.tasks import longlm
+from cmrcx.tasks.lot import pretraining as longlm
 
 DATA = Path(cmrcx.data.__file__).parent
 CORPUS = DATA / "longlm_corpus"
@@ -387,7 +387,7 @@ def test_model_gin_files(name: str, parameters: float) -> None:
     import gin
     import jax
 
-    from cmrcx import launch
+    from cmrcx.cli import launch
     from cmrcx.models.t5 import T5ForConditionalGeneration
 
     gin.clear_config()

@@ -11,9 +11,9 @@ import jax
 import numpy as np
 import pytest
 
-from cmrcx import launch
+from cmrcx.cli import launch
 from cmrcx.model_api.seq2seq import Seq2SeqModel
-from cmrcx.training import run_tasks
+from cmrcx.training.run_tasks import base as run_tasks
 from cmrcx.training.runner import Runner
 
 torch = pytest.importorskip("torch")
@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 
 from test_decoding_t5 import ODD, reference_model  # noqa: E402
 
-from cmrcx.pretrained import read_t5_dir  # noqa: E402
+from cmrcx.weights.hf_io import read_t5_dir  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -149,7 +149,7 @@ def test_export_of_a_run_generates_and_loads_in_transformers(tmp_path):
     from cmrcx import export, generate
     from cmrcx.models.decoding import greedy
     from cmrcx.models.t5 import T5ForConditionalGeneration
-    from cmrcx.pretrained import read_t5_export
+    from cmrcx.weights.hf_io import read_t5_export
 
     run = tiny_run(tmp_path / "pretrain")
     Runner(run).train()

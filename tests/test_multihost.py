@@ -19,8 +19,8 @@ import jax
 import numpy as np
 import pytest
 
+from cmrcx.cli.launch import package_path
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
-from cmrcx.launch import package_path
 from cmrcx.training import checkpoints
 
 SIMULATED_DEVICES = "--xla_force_host_platform_device_count=2"

@@ -8,8 +8,8 @@ checkpoint and must evaluate to the same numbers.
 import gin
 import pytest
 
-from cmrcx import launch
-from cmrcx.launch import package_path
+from cmrcx.cli import launch
+from cmrcx.cli.launch import package_path
 from cmrcx.training.runner import Runner
 
 # experiment -> (vocab_size, hidden_size, num_layers, lower_case)

@@ -12,8 +12,8 @@ import time
 import gin
 import pytest
 
-from cmrcx import launch
-from cmrcx.launch import Preempted, package_path
+from cmrcx.cli import launch
+from cmrcx.cli.launch import Preempted, package_path
 from cmrcx.training.runner import Runner
 
 SAMPLE = package_path("data/clue_sample/afqmc_public")
@@ -92,7 +92,7 @@ def test_a_real_sigterm_to_a_training_process(tmp_path):
 def test_a_second_training_process_on_the_same_model_dir_is_refused(tmp_path):
     """The lock is an flock: held while one run trains, gone when its process dies (kill -9
     included), so a crash never leaves a stale lock."""
-    from cmrcx.launch import ConfigError
+    from cmrcx.cli.launch import ConfigError
     from cmrcx.training.runner import model_dir_lock
 
     model_dir = tmp_path / "run"
@@ -156,7 +156,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_readable(tmp_path,
 
 
 def test_a_model_dir_that_cannot_be_created_is_named(tmp_path):
-    from cmrcx.launch import ConfigError
+    from cmrcx.cli.launch import ConfigError
 
     (tmp_path / "a_file").write_text("not a directory")
     with pytest.raises(ConfigError, match=r"MODEL_DIR .*a_file/run cannot be created or written"):

@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cmrcx.launch import RunConfig, package_path
+from cmrcx.cli.launch import RunConfig, package_path
 from cmrcx.models.bert import BertConfig
 from cmrcx.training.runner import Runner
 

@@ -27,7 +27,7 @@ import sentencepiece as spm
 import seqio
 import tensorflow as tf
 
-from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
+from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "cmrcx" / "data" / "longlm_sample"
 NUM_RANDOM_TEXTS = 400

@@ -16,7 +16,7 @@ from test_bert_conversion import SMALL, reference_model, save_hf, token_batch  #
 from test_model import TINY  # noqa: E402
 
 from cmrcx.model_api.span import SpanExtractionModel  # noqa: E402
-from cmrcx.pretrained import read_pretrained_dir  # noqa: E402
+from cmrcx.weights.hf_io import read_pretrained_dir  # noqa: E402
 
 LENGTH = 24
 

@@ -28,15 +28,16 @@ transformers = pytest.importorskip("transformers")
 
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from cmrcx import convert, t5_weights  # noqa: E402
+from cmrcx import convert  # noqa: E402
 from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration  # noqa: E402
-from cmrcx.pretrained import (  # noqa: E402
+from cmrcx.training import checkpoints  # noqa: E402
+from cmrcx.weights import t5 as t5_weights  # noqa: E402
+from cmrcx.weights.hf_io import (  # noqa: E402
     read_t5_dir,
     read_t5_export,
     t5_config_from_hf,
     write_hf_t5_dir,
 )
-from cmrcx.training import checkpoints  # noqa: E402
 
 ODD = dict(
     vocab_size=101, d_model=48, d_kv=10, num_heads=3, d_ff=70, num_layers=2, num_decoder_layers=3

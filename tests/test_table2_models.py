@@ -37,10 +37,11 @@ from test_bert_conversion import (  # noqa: E402
     write_vocab,
 )
 
-from cmrcx import convert, launch  # noqa: E402
+from cmrcx import convert  # noqa: E402
+from cmrcx.cli import launch  # noqa: E402
 from cmrcx.models.bert import BertConfig  # noqa: E402
-from cmrcx.pretrained import config_from_hf, write_hf_dir  # noqa: E402
 from cmrcx.training import checkpoints  # noqa: E402
+from cmrcx.weights.hf_io import config_from_hf, write_hf_dir  # noqa: E402
 
 # config.json keys Google's Chinese BERT and HFL's releases share (bert-base-chinese's).
 GOOGLE_CHINESE = {

@@ -5,10 +5,11 @@ an error that lists the accepted ones."""
 import gin
 import pytest
 
-from cmrcx import launch, score
+from cmrcx import score
 from cmrcx.benchmarks import task_names
+from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
-from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
+from cmrcx.cli import launch
 
 
 @pytest.fixture(autouse=True)

@@ -14,9 +14,9 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from cmrcx import tokenize as tokenize_cli
-from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
 from cmrcx.tasks.cmrc2019 import tokenize_passage
-from cmrcx.vocabularies import WordPieceVocabulary
+from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 REPO = str(Path(__file__).resolve().parents[1])
 TOKENS = [

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from cmrcx.vocabularies import WordPieceVocabulary
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 transformers = pytest.importorskip("transformers")
 jieba = pytest.importorskip("jieba")

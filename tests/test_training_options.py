@@ -12,7 +12,7 @@ from flax.linen import meta
 from jax.extend import core as jax_core
 from jax.sharding import PartitionSpec
 
-from cmrcx import launch
+from cmrcx.cli import launch
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.models.bert import BertConfig, BertEncoder
 from cmrcx.training import partitioning

@@ -1,4 +1,4 @@
-"""Tests for the WordPiece vocabulary (`cmrcx.vocabularies.WordPieceVocabulary`)."""
+"""Tests for the WordPiece vocabulary (`cmrcx.vocab.wordpiece.WordPieceVocabulary`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from cmrcx.vocabularies import WordPieceVocabulary, read_vocab_file
+from cmrcx.vocab.wordpiece import WordPieceVocabulary, read_vocab_file
 
 TOKENS = [
     "[PAD]",

@@ -103,7 +103,7 @@ RunConfig.warmup_fraction = 0.1
 RunConfig.doc_stride = 128
 # Not RunConfig fields: the question's 64-token cap (max_query_length, above) and run_mrc.py
 # @5c44cc2's decoding, answers of at most 50 tokens (max_ans_length) from the 20 best starts
-# and ends (n_best), are cmrcx.benchmarks.clue_mrc.spans' MAX_QUERY_TOKENS,
+# and ends (n_best), are cmrcx.benchmarks.clue.cmrc2018_windows' MAX_QUERY_TOKENS,
 # MAX_ANSWER_TOKENS and N_BEST.
 """,
     "chid": f"""\

@@ -35,7 +35,7 @@ fi
 declare -A PUBLIC_DIR
 while read -r task dir; do PUBLIC_DIR[$task]=$dir; done < <(
   "$PYTHON" -c 'from cmrcx.benchmarks.clue.tasks import TASKS
-from cmrcx.benchmarks.clue_mrc.tasks import TASKS as MRC_TASKS
+from cmrcx.benchmarks.clue.reading_tasks import TASKS as MRC_TASKS
 for row in (*TASKS.values(), *MRC_TASKS.values()): print(row.name, row.public_dir)')
 
 mkdir -p "$RUNS_ROOT"

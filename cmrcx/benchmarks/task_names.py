@@ -20,8 +20,8 @@ from __future__ import annotations
 import functools
 import re
 
+from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_CLASSIFICATION_TASKS
-from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
 
 CMRC2019 = "cmrc2019"
 CURRENT_CLUE_VERSION = "1.1"  # the leaderboard's current version ([SUBMIT] *11_predict.json)

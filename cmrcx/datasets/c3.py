@@ -5,7 +5,7 @@ DATA_DIR is the unpacked official ``c3_public/`` folder: d-train.json + m-train.
 test.json or test1.1.json (CLUE 1.1) or test1.0.json (test, by CLUE
 version; config ``c311`` or ``c310``). A split's d- and m- files are concatenated in that
 order, as the baseline does. Nothing is downloaded (no network is assumed). Every record
-goes through `cmrcx.benchmarks.clue_mrc.c3.read_split`, so a malformed document fails the
+goes through `cmrcx.benchmarks.clue.c3.read_split`, so a malformed document fails the
 build with that reader's `DataFormatError` (file, record, field).
 
 Records, in file order (``disable_shuffling``), one per question: ``id`` (the question's
@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.clue_mrc.c3 import VERSIONS, read_split, split_files
+from cmrcx.benchmarks.clue.c3 import VERSIONS, read_split, split_files
 from cmrcx.datasets import versioned_clue
 from cmrcx.datasets.versioned_clue import VersionedClueBuilder, version_configs
 

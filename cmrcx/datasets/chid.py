@@ -4,7 +4,7 @@ DATA_DIR is the unpacked official ``chid_public/`` folder: train.json + train_an
 (train), dev.json + dev_answer.json (validation),
 test.json or test1.1.json (CLUE 1.1) or test1.0.json (test, by
 CLUE version; config ``chid11`` or ``chid10``). Nothing is downloaded (no network is
-assumed). Every record goes through `cmrcx.benchmarks.clue_mrc.chid.read_split`, so a
+assumed). Every record goes through `cmrcx.benchmarks.clue.chid.read_split`, so a
 malformed line or answer fails the build with that reader's `DataFormatError` (file, line or
 answer key, field).
 
@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.clue_mrc.chid import VERSIONS, read_split, split_files
+from cmrcx.benchmarks.clue.chid import VERSIONS, read_split, split_files
 from cmrcx.datasets import versioned_clue
 from cmrcx.datasets.versioned_clue import VersionedClueBuilder, version_configs
 

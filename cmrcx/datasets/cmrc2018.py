@@ -2,7 +2,7 @@
 
 DATA_DIR is the unpacked official folder holding train.json, dev.json ("validation"),
 test.json and trial.json ("trial"); nothing is downloaded (no network is assumed). Every file
-goes through `cmrcx.benchmarks.clue_mrc.cmrc2018_format.read_questions`, so a malformed record
+goes through `cmrcx.benchmarks.clue.cmrc2018_format.read_questions`, so a malformed record
 fails the build with that reader's `DataFormatError` (file, record, field), and the count of
 first answers not at their ``answer_start`` is printed when a split is built.
 
@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.clue_mrc.cmrc2018_format import SPLIT_FILES, read_split
+from cmrcx.benchmarks.clue.cmrc2018_format import SPLIT_FILES, read_split
 from cmrcx.benchmarks.records import MissingSplitError
 from cmrcx.datasets.prepared_splits import content_keyed_dir, prepare_once
 

@@ -39,7 +39,7 @@ class Seq2SeqModel:
     """T5 encoder-decoder, token cross-entropy to the targets under teacher forcing.
 
     decodings: how score_batch generates for rows with decode_method k: objects with
-    `method` ("greedy" | "sample"), `top_k`, `temperature` (`cmrcx.tasks.longlm.Decoding`).
+    `method` ("greedy" | "sample"), `top_k`, `temperature` (`cmrcx.tasks.lot.pretraining.Decoding`).
     Empty: score_batch returns log-likelihoods only.
     """
 

@@ -17,9 +17,9 @@ import os
 import shutil
 import zipfile
 
-from cmrcx import launch
+from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
-from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
+from cmrcx.cli import launch
 
 # Table 2's columns, in its order: (column, tasks that fill it, the preferred first). The
 # leaderboard's current versions (1.1) come before the 1.0 ones.

@@ -2,7 +2,7 @@
 
 Used by the `train`, `eval` and `export` entry points; gin-free (the RunConfig
 arrives filled in). What differs between tasks (SeqIO registration, Model API,
-decoding to the official format) comes from `cmrcx.training.run_tasks`.
+decoding to the official format) comes from `cmrcx.training.run_tasks.base`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from cmrcx import launch
-from cmrcx.launch import ConfigError, RunConfig
+from cmrcx.cli import launch
+from cmrcx.cli.launch import ConfigError, RunConfig
 from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer
 from cmrcx.training.metric_writer import MetricWriter
-from cmrcx.training.run_tasks import build_run_task
+from cmrcx.training.run_tasks.base import build_run_task
 from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
 

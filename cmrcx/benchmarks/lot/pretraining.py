@@ -1,6 +1,6 @@
 """LongLM pretraining (LOT paper section 4): the two objectives and the Table 9 metrics.
 
-Pure Python / NumPy reference semantics. `cmrcx.tasks.longlm` implements the same
+Pure Python / NumPy reference semantics. `cmrcx.tasks.lot.pretraining` implements the same
 sampling in TF ops for the tf.data pipeline; the tests check the TF output against the
 functions here (reconstruction, span statistics, `infilling_pair` on given spans).
 
@@ -27,7 +27,7 @@ distribution with lambda=3 and all masked tokens compress 15% of the original te
   - Format: input = the text with span k replaced by sentinel k; target = sentinel k
     followed by span k, for k = 0, 1, ... (no trailing sentinel). The caller picks the
     sentinel ids: LongLM's released examples number them from <extra_id_1> (see
-    `cmrcx.tasks.longlm`).
+    `cmrcx.tasks.lot.pretraining`).
 
 Conditional continuation: "the input and output are, respectively, the front and back half
 of a text, which is split into two parts randomly": split uniform in [1, length - 1];

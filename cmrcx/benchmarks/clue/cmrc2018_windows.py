@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cmrcx.benchmarks.clue_mrc.cmrc2018_format import Cmrc2018Question, baseline_answer_chars
+from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question, baseline_answer_chars
 from cmrcx.benchmarks.cmrc2019.windows import Span, doc_spans
 
 # [PRE] json2features defaults (max_seq_length=512, doc_stride=128, max_query_length=64);
@@ -492,12 +492,12 @@ def predict_answers(
 
 
 def wordpiece_tokenize_words(vocabulary) -> TokenizeWords:
-    """The `TokenizeWords` of a `cmrcx.vocabularies.WordPieceVocabulary`.
+    """The `TokenizeWords` of a `cmrcx.vocab.wordpiece.WordPieceVocabulary`.
 
     One ``encode_tf`` call on all words (a string tensor), which gives, word by word, the
     pieces of BERT's ``BertTokenizer(do_lower_case=True).tokenize`` (clean-up, lower-casing,
     accent stripping, CJK and punctuation splits, WordPiece) that [PRE] applies to each doc
-    token; see `cmrcx.vocabularies` for the parity and its two documented exceptions.
+    token; see `cmrcx.vocab.wordpiece` for the parity and its two documented exceptions.
     """
     import tensorflow as tf  # only here: the rest of this module is NumPy
 

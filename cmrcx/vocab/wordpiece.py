@@ -1,6 +1,6 @@
 r"""seqio vocabulary for the BERT family: WordPiece from a `vocab.txt`.
 
-(SentencePiece with T5 sentinels, for LongLM and mT5, is `cmrcx.t5_vocabulary`.)
+(SentencePiece with T5 sentinels, for LongLM and mT5, is `cmrcx.vocab.sentencepiece`.)
 
 Tokenization is a TensorFlow op (tf.strings and tensorflow-text's `regex_split` and
 `WordpieceTokenizer`, the two halves of tf_text's `BertTokenizer`), so it runs

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import gin
 
 from cmrcx.benchmarks import task_names
+from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
-from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config
 from cmrcx.training.partitioning import RULE_SETS
@@ -31,7 +31,7 @@ DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019
 
 
 # The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
-# LongLM pretraining: the mixture of both objectives, or one (cmrcx.tasks.longlm.TASKS).
+# LongLM pretraining: the mixture of both objectives, or one (cmrcx.tasks.lot.pretraining.TASKS).
 LONGLM_TASKS = ("longlm_pretrain", "longlm_infilling", "longlm_continuation")
 RUN_TASKS = ("cmrc2019", *CLUE_TASKS, *CLUE_MRC_TASKS, *LONGLM_TASKS)
 _DATA_HINTS = {
@@ -365,7 +365,7 @@ def prepare_process() -> None:
     JAX_COORDINATOR_ADDRESS (host:port) with JAX_NUM_PROCESSES and JAX_PROCESS_ID,
     or CMRCX_DISTRIBUTED=1 on a TPU pod / SLURM job that JAX detects itself.
     """
-    from cmrcx import quiet_start
+    from cmrcx.cli import quiet_start
 
     quiet_start.import_tensorflow()  # TF only feeds data: off GPUs, start-up chatter dropped
     if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("CMRCX_DISTRIBUTED") == "1":

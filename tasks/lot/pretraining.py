@@ -52,7 +52,7 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.benchmarks.lot import pretraining
-from cmrcx.t5_vocabulary import T5SentencePieceVocabulary
+from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
 MIXTURE_NAME = "longlm_pretrain"
 FIRST_SENTINEL = 1  # LongLM's <extra_id_1> (module docstring)

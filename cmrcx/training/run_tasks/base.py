@@ -24,21 +24,21 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.benchmarks.clue import submission as clue_submission
+from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.benchmarks.clue.tasks import ClueTask
-from cmrcx.benchmarks.clue_mrc.tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.cmrc2019 import evaluation as cmrc2019_evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import write_predictions
 from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.cli.launch import resolve_path
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
-from cmrcx.launch import resolve_path
 from cmrcx.model_api.classification import ClassificationModel
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.model_api.seq2seq import Seq2SeqModel
-from cmrcx.tasks import clue as clue_tasks
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
-from cmrcx.tasks import longlm as longlm_tasks
+from cmrcx.tasks.clue import classification as clue_tasks
+from cmrcx.tasks.lot import pretraining as longlm_tasks
 
 
 def _announce(path: str, what: str, detail: str = "") -> None:
@@ -428,7 +428,7 @@ def build_run_task(run):
     if run.task in CLUE_TASKS:
         return ClueClassificationRunTask(run)
     if run.task in CLUE_MRC_TASKS:
-        from cmrcx.training.clue_mrc_run_tasks import ClueMrcRunTask
+        from cmrcx.training.run_tasks.clue_reading import ClueMrcRunTask
 
         return ClueMrcRunTask(run)
     raise ValueError(f"RunConfig.task {run.task!r}: no run task for it")

@@ -253,7 +253,7 @@ class SpecialIds(NamedTuple):
 
     @classmethod
     def from_vocabulary(cls, vocabulary) -> SpecialIds:
-        """From anything with ``token_to_id`` (e.g. `cmrcx.vocabularies.WordPieceVocabulary`)."""
+        """From anything with ``token_to_id`` (e.g. `cmrcx.vocab.wordpiece.WordPieceVocabulary`)."""
         return cls(*(vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")))
 
 

@@ -2,7 +2,7 @@
 baseline's global greedy assignment, or the optimal one-to-one assignment) and
 ``chid11_predict.json`` / ``chid10_predict.json`` (``{"#idiomNNNNNN#": index}``).
 
-Sources are cited by the tags of `cmrcx.benchmarks.clue_mrc.chid` ([PRE], [RUN], [B4K],
+Sources are cited by the tags of `cmrcx.benchmarks.clue.chid` ([PRE], [RUN], [B4K],
 [SUBMIT]).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
-from cmrcx.benchmarks.clue_mrc.chid import (
+from cmrcx.benchmarks.clue.chid import (
     MAX_NUM_CHOICES,
     SUBMISSION_FILES,
     TAG_PATTERN,

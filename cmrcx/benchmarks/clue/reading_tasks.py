@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import types
 
-from cmrcx.benchmarks.clue_mrc import c3, chid
+from cmrcx.benchmarks.clue import c3, chid
 
 SPAN, MULTIPLE_CHOICE = "span", "multiple_choice"
 

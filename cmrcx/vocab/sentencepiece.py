@@ -1,6 +1,6 @@
 """seqio vocabulary for LongLM and mT5: SentencePiece plus T5's 100 sentinels.
 
-Split from `cmrcx.vocabularies` (WordPiece), whose character-class helpers it uses.
+Split from `cmrcx.vocab.wordpiece` (WordPiece), whose character-class helpers it uses.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import seqio
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from cmrcx.vocabularies import python_space_class
+from cmrcx.vocab.wordpiece import python_space_class
 
 SENTINEL_TOKEN = "<extra_id_{}>"
 # T5Tokenizer's pad, eos and unk pieces: special tokens, so split off wherever they

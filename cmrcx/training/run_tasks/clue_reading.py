@@ -4,7 +4,7 @@ evaluation that decodes the scores the baselines' way, writes the official predi
 file and returns the metrics of the task's own metric functions.
 
 Evaluation batches come in split order, so the scores' rows line up with the split's
-records (`cmrcx.tasks.clue_mrc.split_records`) and, for CMRC 2018, its windows
+records (`cmrcx.tasks.clue.reading.split_records`) and, for CMRC 2018, its windows
 (`span_windows`): both read once per process and reused here for decoding.
 """
 
@@ -17,14 +17,15 @@ import jax
 import numpy as np
 import seqio
 
-from cmrcx.benchmarks.clue_mrc import c3, chid_decoding, spans
-from cmrcx.benchmarks.clue_mrc.tasks import SPAN, TASKS
+from cmrcx.benchmarks.clue import c3, chid_decoding
+from cmrcx.benchmarks.clue import cmrc2018_windows as spans
+from cmrcx.benchmarks.clue.reading_tasks import SPAN, TASKS
 from cmrcx.benchmarks.records import write_atomically
 from cmrcx.model_api.multiple_choice import MultipleChoiceModel
 from cmrcx.model_api.span import SpanExtractionModel
-from cmrcx.tasks import clue_mrc as clue_mrc_tasks
-from cmrcx.training.run_tasks import metric_lines
-from cmrcx.vocabularies import WordPieceVocabulary
+from cmrcx.tasks.clue import reading as clue_mrc_tasks
+from cmrcx.training.run_tasks.base import metric_lines
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 # RunConfig.decoding -> ChID's decoding written to the prediction files. "paper": the
 # CLUE baseline script's global greedy assignment, which gave the paper's numbers.

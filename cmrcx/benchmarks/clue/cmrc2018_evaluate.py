@@ -278,7 +278,7 @@ def read_gold(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
         file's placeholder answers (FAKE_ANSWER_n), which are not gold, for a question
         without answers (the script fails there) and for a repeated question id.
     """
-    from cmrcx.benchmarks.clue_mrc.cmrc2018_format import _placeholder_text as is_placeholder
+    from cmrcx.benchmarks.clue.cmrc2018_format import _placeholder_text as is_placeholder
 
     document = load_json(path)
     data = document["data"] if isinstance(document, dict) and "data" in document else document

@@ -41,7 +41,7 @@ from cmrcx.benchmarks.clue import metrics as clue_metrics
 from cmrcx.benchmarks.clue.submission import labels_from_indices
 from cmrcx.benchmarks.clue.tasks import TASKS, ClueTask, get_task
 from cmrcx.datasets import clue as clue_tfds
-from cmrcx.vocabularies import WordPieceVocabulary
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 MIXTURE_NAMES = ("clue_classification", "clue")
 # The table's `metric` -> a `(targets, predictions) -> dict` function.

@@ -26,9 +26,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cmrcx import bert_weights, t5_weights
 from cmrcx.models.bert import ACTIVATIONS, BertConfig
 from cmrcx.models.t5 import T5Config
+from cmrcx.weights import bert as bert_weights
+from cmrcx.weights import t5 as t5_weights
 
 # HuggingFace config.json key -> BertConfig field.
 HF_CONFIG_KEYS = {
@@ -167,7 +168,7 @@ def _read_tf_checkpoint(directory: str) -> dict[str, np.ndarray] | None:
     indexes = sorted(glob.glob(os.path.join(directory, "*.ckpt*.index")))
     if not indexes:
         return None
-    from cmrcx import quiet_start
+    from cmrcx.cli import quiet_start
 
     tf = quiet_start.import_tensorflow()  # no CUDA start-up lines in the converter's output
     reader = tf.train.load_checkpoint(indexes[0][: -len(".index")])

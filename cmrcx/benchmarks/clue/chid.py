@@ -303,7 +303,7 @@ class SpecialIds(NamedTuple):
 
     @classmethod
     def from_vocabulary(cls, vocabulary) -> SpecialIds:
-        """From anything with ``token_to_id`` (e.g. `cmrcx.vocabularies.WordPieceVocabulary`)."""
+        """From anything with ``token_to_id`` (e.g. `cmrcx.vocab.wordpiece.WordPieceVocabulary`)."""
         ids = [vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", "[MASK]", "[unused1]")]
         return cls(*ids, pad_id=vocabulary.token_to_id("[PAD]"))
 

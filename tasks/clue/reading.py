@@ -1,7 +1,7 @@
 """SeqIO tasks for CLUE's reading comprehension: CMRC 2018, ChID and C3.
 
 `register_clue_mrc(vocabulary_name, vocab_file, data_dirs)` registers, for every row of
-`cmrcx.benchmarks.clue_mrc.tasks.TASKS` given a data dir, the task
+`cmrcx.benchmarks.clue.reading_tasks.TASKS` given a data dir, the task
 ``<row name>_<vocabulary_name>`` (``clue_cmrc2018_bert_chinese``, ``clue_chid11_tiny``),
 and the mixture ``clue_multiple_choice`` over the ChID and C3 tasks registered.
 
@@ -43,14 +43,15 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.clue_mrc import c3, chid, cmrc2018_evaluate, cmrc2018_format, spans
-from cmrcx.benchmarks.clue_mrc.cmrc2018_format import Cmrc2018Question
-from cmrcx.benchmarks.clue_mrc.tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
+from cmrcx.benchmarks.clue import c3, chid, cmrc2018_evaluate, cmrc2018_format
+from cmrcx.benchmarks.clue import cmrc2018_windows as spans
+from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
+from cmrcx.benchmarks.clue.reading_tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
 from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
 from cmrcx.datasets import chid as chid_tfds
 from cmrcx.datasets import cmrc2018 as cmrc2018_tfds
-from cmrcx.vocabularies import WordPieceVocabulary
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 MIXTURE_NAME = "clue_multiple_choice"
 _NUMBERS = seqio.PassThroughVocabulary(size=0)
@@ -290,7 +291,7 @@ def register_clue_mrc(
       max_length: window / choice sequence length; None takes each row's Table 7 value.
       doc_stride: CMRC 2018's window stride in passage tokens (the baseline's 128).
       train_split: the split whose CMRC 2018 windows carry answer positions.
-      Others as `cmrcx.tasks.clue.register_clue`.
+      Others as `cmrcx.tasks.clue.classification.register_clue`.
 
     Returns:
       The registered task names.

@@ -23,14 +23,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cmrcx.bert_weights import (
+from cmrcx.models.t5 import T5Config
+from cmrcx.weights.bert import (
     WeightError,
     params_from_table,
     stack_layers,
     tensors_from_table,
     unstack_layers,
 )
-from cmrcx.models.t5 import T5Config
 
 __all__ = [
     "WeightError",

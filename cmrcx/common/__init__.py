@@ -1,0 +1,1 @@
+"""The bottom of the import graph (no JAX, no TensorFlow): errors, files, paths."""

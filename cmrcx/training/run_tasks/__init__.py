@@ -1,0 +1,1 @@
+"""Run tasks: what the generic runner needs of each benchmark."""

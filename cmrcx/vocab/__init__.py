@@ -1,0 +1,1 @@
+"""Vocabularies: WordPiece (BERT family) and SentencePiece (T5 family)."""

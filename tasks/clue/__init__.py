@@ -1,0 +1,1 @@
+"""SeqIO registrations of CLUE: classification and reading comprehension."""

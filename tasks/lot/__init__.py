@@ -1,0 +1,1 @@
+"""SeqIO registrations of LOT (LongLM pretraining)."""
