@@ -19,6 +19,7 @@ import argparse
 import json
 
 from cmrcx.cli import launch
+from cmrcx.common import paths
 
 FLAGS = (
     ("--split", {"default": None, "help": "split to score (default: the run's eval split)"}),
@@ -38,9 +39,9 @@ def main_mixture(argv) -> None:
 
     evaluate_mixture(
         args.mixture,
-        launch.resolve_path(args.runs_root),
+        paths.resolve_path(args.runs_root),
         args.split,
-        launch.resolve_path(args.diagnostics_dir),
+        paths.resolve_path(args.diagnostics_dir),
     )
 
 

@@ -17,6 +17,7 @@ import os
 import shutil
 
 from cmrcx.cli import launch
+from cmrcx.common import paths
 from cmrcx.models.t5 import T5Config
 
 FLAGS = (
@@ -35,7 +36,7 @@ def main(argv) -> None:
 
     runner = Runner(run, for_training=False)
     step, state = runner.restore(args.step)
-    out = launch.resolve_path(args.out)
+    out = paths.resolve_path(args.out)
     params = jax.device_get(state.params[runner.model.encoder_name])
     is_t5 = isinstance(run.model, T5Config)
     if args.format == "hf" and is_t5:

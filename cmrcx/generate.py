@@ -35,9 +35,10 @@ from collections.abc import Sequence
 
 import gin
 
-from cmrcx.benchmarks.records import DataFormatError, is_json_int
+from cmrcx.benchmarks.records import is_json_int
 from cmrcx.cli import launch
-from cmrcx.cli.launch import ConfigError
+from cmrcx.common import paths
+from cmrcx.common.errors import ConfigError, DataFormatError
 
 DECODINGS = ("greedy", "sample", "beam")
 SENTENCEPIECE_FILE = "spiece.model"
@@ -284,10 +285,10 @@ def generations(generation: GenerationConfig, config, params, vocab, inputs):
 def main(argv: Sequence[str]) -> None:
     args = parse_flags(argv)
     generation = generation_config(args)
-    input_path, output = launch.resolve_path(args.input), launch.resolve_path(args.output)
+    input_path, output = paths.resolve_path(args.input), paths.resolve_path(args.output)
     if not os.path.isfile(input_path):
         raise ConfigError(f"input file not found: {input_path}")
-    config, params, spiece = load_export(launch.resolve_path(args.checkpoint))
+    config, params, spiece = load_export(paths.resolve_path(args.checkpoint))
     generation = generation.checked(config.vocab_size)
     launch.prepare_process()  # before the vocabulary imports TensorFlow
     vocab = load_vocabulary(spiece, config.vocab_size)

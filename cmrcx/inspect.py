@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 
 from cmrcx.cli import launch
+from cmrcx.common import errors
 
 FLAGS = (
     ("task_or_mixture", {"help": "RunConfig.task, or a SeqIO task / mixture of the run"}),
@@ -62,12 +63,12 @@ def resolve_name(name: str, scoring: bool, run, run_task) -> str:
         return run_task.score_task if scoring else run_task.train_task
     known = run_names(run, run_task)
     if name not in known:
-        raise launch.ConfigError(
+        raise errors.ConfigError(
             f"no task or mixture {name!r} in this run (RunConfig.task={run.task!r}); "
             f"use one of {', '.join(known)}"
         )
     if scoring:
-        raise launch.ConfigError(f"--scoring goes with the run's task name {run.task!r}")
+        raise errors.ConfigError(f"--scoring goes with the run's task name {run.task!r}")
     return name
 
 

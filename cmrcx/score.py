@@ -57,7 +57,7 @@ from cmrcx.benchmarks.clue.metrics import score_submission as score_clue_submiss
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.benchmarks.cmrc2019.metrics import cloze_scores
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages, read_predictions
-from cmrcx.benchmarks.records import DataFormatError
+from cmrcx.common.errors import DataFormatError
 
 
 def score_cmrc2019(dataset_path: str, predictions_path: str) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: vocabulary file not found: {args.vocab}", file=sys.stderr)
         return 2
     # Before the vocabulary loads TensorFlow: its start-up chatter would bury the answers.
-    from cmrcx.cli import quiet_start
+    from cmrcx.common import quiet_start
 
     quiet_start.import_tensorflow()
     try:

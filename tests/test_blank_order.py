@@ -18,12 +18,13 @@ import seqio
 from cmrcx.benchmarks.cmrc2019 import evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
 from cmrcx.cli import launch
+from cmrcx.common import paths
 from cmrcx.score import score_cmrc2019
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 from cmrcx.training.runner import Runner
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
-TINY_VOCAB = launch.package_path("data/tiny_vocab.txt")
+TINY_VOCAB = paths.package_path("data/tiny_vocab.txt")
 MAX_LENGTH, DOC_STRIDE = 64, 32
 
 # Textual order [BLANK1], [BLANK3], [BLANK2], [BLANK5], [BLANK4]; long enough to be windowed.

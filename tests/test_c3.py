@@ -12,8 +12,8 @@ import pytest
 
 import cmrcx.data
 from cmrcx.benchmarks.clue import c3
-from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
-from cmrcx.cli.launch import package_path
+from cmrcx.common.errors import DataFormatError, MissingSplitError
+from cmrcx.common.paths import package_path
 from cmrcx.datasets import c3 as c3_tfds
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "clue_mrc_sample" / "c3_public"

@@ -14,8 +14,8 @@ import pytest
 
 import cmrcx.data
 from cmrcx.benchmarks.clue import chid, chid_decoding
-from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
-from cmrcx.cli.launch import package_path
+from cmrcx.common.errors import DataFormatError, MissingSplitError
+from cmrcx.common.paths import package_path
 from cmrcx.datasets import chid as chid_tfds
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "clue_mrc_sample" / "chid_public"

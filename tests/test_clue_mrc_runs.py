@@ -11,7 +11,7 @@ import pytest
 
 from cmrcx.benchmarks.clue import c3, chid, chid_decoding, cmrc2018_evaluate
 from cmrcx.cli import launch
-from cmrcx.cli.launch import package_path
+from cmrcx.common.paths import package_path
 from cmrcx.training.runner import Runner
 
 SAMPLES = package_path("data/clue_mrc_sample")

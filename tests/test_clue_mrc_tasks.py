@@ -6,7 +6,7 @@ import pytest
 import seqio
 
 from cmrcx.benchmarks.clue import c3, chid
-from cmrcx.cli.launch import package_path
+from cmrcx.common.paths import package_path
 from cmrcx.tasks.clue import reading as clue_mrc
 
 SAMPLES = package_path("data/clue_mrc_sample")

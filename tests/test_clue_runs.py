@@ -13,7 +13,9 @@ import pytest
 
 from cmrcx.benchmarks.clue.submission import read_submission
 from cmrcx.cli import launch
-from cmrcx.cli.launch import ConfigError, package_path
+from cmrcx.common.errors import ConfigError
+from cmrcx.common.paths import package_path
+from cmrcx.training import run_config
 from cmrcx.training.mixture_eval import evaluate_mixture
 from cmrcx.training.runner import Runner
 
@@ -62,7 +64,7 @@ CELLS = [
 @pytest.mark.parametrize("experiment, batch, length, epochs, lr, hidden", CELLS)
 def test_table_7_cells(experiment, batch, length, epochs, lr, hidden):
     launch.parse_gin([experiment], [])
-    run = launch.RunConfig()
+    run = run_config.RunConfig()
     assert experiment.startswith(run.task + "_")
     assert (run.batch_size, run.max_length, run.num_epochs, run.learning_rate) == (
         batch, length, epochs, lr,
@@ -87,7 +89,7 @@ MRC_CELLS = [
 @pytest.mark.parametrize("experiment, batch, length, epochs, lr, hidden, warmup", MRC_CELLS)
 def test_table_7_mrc_cells(experiment, batch, length, epochs, lr, hidden, warmup):
     launch.parse_gin([experiment], [])
-    run = launch.RunConfig()
+    run = run_config.RunConfig()
     assert experiment.startswith(run.task + "_")
     assert (run.batch_size, run.max_length, run.num_epochs, run.learning_rate) == (
         batch, length, epochs, lr,
@@ -104,7 +106,7 @@ def test_every_clue_gin_parses():
     for path in sorted(make_clue_gin.generated_files()):
         gin.clear_config()
         launch.parse_gin([path.name], [])
-        run = launch.RunConfig()
+        run = run_config.RunConfig()
         assert path.name.startswith(run.task + "_"), path.name
 
 

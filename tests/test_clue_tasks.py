@@ -25,7 +25,7 @@ import cmrcx.data
 from cmrcx.benchmarks.clue import TASKS, DataFormatError, read_split
 from cmrcx.benchmarks.clue.inputs import encoder_texts, truncate_seq_pair
 from cmrcx.benchmarks.clue.submission import read_submission, write_submission
-from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.common.errors import MissingSplitError
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.tasks.clue import classification as clue_tasks

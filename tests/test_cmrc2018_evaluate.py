@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cmrcx.benchmarks.clue import cmrc2018_evaluate as ev
-from cmrcx.benchmarks.records import DataFormatError
+from cmrcx.common.errors import DataFormatError
 
 SAMPLE_DEV = Path(__file__).parents[1] / "cmrcx/data/clue_mrc_sample/cmrc2018_public/dev.json"
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cmrcx.benchmarks.clue import cmrc2018_format as fmt
-from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
+from cmrcx.common.errors import DataFormatError, MissingSplitError
 
 SAMPLE = Path(__file__).parents[1] / "cmrcx/data/clue_mrc_sample/cmrc2018_public"
 

@@ -11,7 +11,7 @@ from test_preemption import runner_for
 
 from cmrcx import train
 from cmrcx.cli import launch
-from cmrcx.cli.launch import TrainingDiverged
+from cmrcx.common.errors import TrainingDiverged
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
-from cmrcx.cli.launch import package_path
+from cmrcx.common.paths import package_path
 
 SAMPLE_DEV = package_path("data/cmrc2019_sample/cmrc2019_dev.json")
 

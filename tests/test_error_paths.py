@@ -11,9 +11,9 @@ import shutil
 import gin
 import pytest
 
-from cmrcx.benchmarks.records import DataFormatError
 from cmrcx.cli import launch
-from cmrcx.cli.launch import package_path
+from cmrcx.common.errors import DataFormatError
+from cmrcx.common.paths import package_path
 from cmrcx.training.runner import Runner
 
 

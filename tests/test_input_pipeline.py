@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import seqio
 
-from cmrcx.cli.launch import package_path
+from cmrcx.common.paths import package_path
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.tasks import cmrc2019
 from cmrcx.training import input_pipeline, partitioning

@@ -6,6 +6,8 @@ import gin
 import pytest
 
 from cmrcx.cli import launch
+from cmrcx.common import errors, paths
+from cmrcx.training import run_config
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +48,7 @@ def test_includes_ignore_runs_and_models_folders_in_the_working_directory(tmp_pa
 def test_paper_config_values():
     """cmrc2019_bert.gin: the paper's hyper-parameters (3 epochs, 3e-5, 512, 24)."""
     launch.parse_gin(["cmrc2019_bert.gin"], [])
-    run = launch.RunConfig()
+    run = run_config.RunConfig()
     assert (run.num_epochs, run.learning_rate, run.max_length, run.batch_size) == (
         3.0,
         3e-5,
@@ -60,17 +62,17 @@ def test_paper_config_values():
 
 def test_local_tiny_overlay_turns_the_paper_config_into_a_smoke_run():
     launch.parse_gin(["cmrc2019_bert.gin", "local_tiny.gin"], [])
-    run = launch.RunConfig()
+    run = run_config.RunConfig()
     assert run.model.hidden_size == 128 and run.max_length == 128
     assert not run.require_pretrained and run.pretrained is None
 
 
 def test_unknown_gin_file_lists_the_bundled_ones():
-    with pytest.raises(launch.ConfigError, match="cmrc2019_tiny.gin"):
+    with pytest.raises(errors.ConfigError, match="cmrc2019_tiny.gin"):
         launch.parse_gin(["nope.gin"], [])
 
 
 def test_resolve_path():
-    assert os.path.isfile(launch.resolve_path("cmrcx:data/tiny_vocab.txt"))
-    assert launch.resolve_path("~/x") == os.path.expanduser("~/x")
-    assert launch.resolve_path(None) is None
+    assert os.path.isfile(paths.resolve_path("cmrcx:data/tiny_vocab.txt"))
+    assert paths.resolve_path("~/x") == os.path.expanduser("~/x")
+    assert paths.resolve_path(None) is None

@@ -13,6 +13,7 @@ import pytest
 
 from cmrcx.cli import launch
 from cmrcx.model_api.seq2seq import Seq2SeqModel
+from cmrcx.training import run_config
 from cmrcx.training.run_tasks import base as run_tasks
 from cmrcx.training.runner import Runner
 
@@ -79,7 +80,7 @@ def test_loss_and_scores_equal_transformers_labels(tmp_path):
 
 
 def test_run_tasks_match_launch():
-    assert run_tasks.LONGLM_RUN_TASKS == launch.LONGLM_TASKS
+    assert run_tasks.LONGLM_RUN_TASKS == run_config.LONGLM_TASKS
 
 
 def tiny_run(model_dir, *extra):
@@ -136,7 +137,7 @@ def test_validation_split_is_required(tmp_path):
 )
 def test_paper_gin_files(experiment, d_model, layers):
     launch.parse_gin([f"longlm_pretrain_{experiment}.gin"], [])
-    run = launch.RunConfig()
+    run = run_config.RunConfig()
     assert (run.task, run.batch_size, run.num_train_steps) == ("longlm_pretrain", 1000, 2500000)
     assert (run.learning_rate, run.weight_decay, run.warmup_fraction) == (1e-4, 0.0, 0.0)
     assert (run.max_length, run.target_length) == (512, 512)

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 import pytest
 
-from cmrcx.cli.launch import package_path
+from cmrcx.common.paths import package_path
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.training import checkpoints
 

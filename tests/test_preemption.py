@@ -13,7 +13,8 @@ import gin
 import pytest
 
 from cmrcx.cli import launch
-from cmrcx.cli.launch import Preempted, package_path
+from cmrcx.common.errors import Preempted
+from cmrcx.common.paths import package_path
 from cmrcx.training.runner import Runner
 
 SAMPLE = package_path("data/clue_sample/afqmc_public")
@@ -92,7 +93,7 @@ def test_a_real_sigterm_to_a_training_process(tmp_path):
 def test_a_second_training_process_on_the_same_model_dir_is_refused(tmp_path):
     """The lock is an flock: held while one run trains, gone when its process dies (kill -9
     included), so a crash never leaves a stale lock."""
-    from cmrcx.cli.launch import ConfigError
+    from cmrcx.common.errors import ConfigError
     from cmrcx.training.runner import model_dir_lock
 
     model_dir = tmp_path / "run"
@@ -156,7 +157,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_readable(tmp_path,
 
 
 def test_a_model_dir_that_cannot_be_created_is_named(tmp_path):
-    from cmrcx.cli.launch import ConfigError
+    from cmrcx.common.errors import ConfigError
 
     (tmp_path / "a_file").write_text("not a directory")
     with pytest.raises(ConfigError, match=r"MODEL_DIR .*a_file/run cannot be created or written"):

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from cmrcx.cli.quiet_start import filter_startup_lines
+from cmrcx.common.quiet_start import filter_startup_lines
 
 CHATTER = """\
 WARNING: All log messages before absl::InitializeLog() is called are written to STDERR

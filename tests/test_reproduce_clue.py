@@ -16,7 +16,7 @@ import pytest
 from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
-from cmrcx.cli.launch import package_path
+from cmrcx.common.paths import package_path
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "reproduce_clue.sh"
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from cmrcx.cli.launch import package_path
+from cmrcx.common.paths import package_path
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

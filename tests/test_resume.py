@@ -5,8 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cmrcx.cli.launch import RunConfig, package_path
+from cmrcx.common.paths import package_path
 from cmrcx.models.bert import BertConfig
+from cmrcx.training.run_config import RunConfig
 from cmrcx.training.runner import Runner
 
 TINY = BertConfig(

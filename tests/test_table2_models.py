@@ -40,7 +40,7 @@ from test_bert_conversion import (  # noqa: E402
 from cmrcx import convert  # noqa: E402
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.models.bert import BertConfig  # noqa: E402
-from cmrcx.training import checkpoints  # noqa: E402
+from cmrcx.training import checkpoints, run_config  # noqa: E402
 from cmrcx.weights.hf_io import config_from_hf, write_hf_dir  # noqa: E402
 
 # config.json keys Google's Chinese BERT and HFL's releases share (bert-base-chinese's).
@@ -361,4 +361,4 @@ def test_model_gin_is_the_released_config(tmp_path, clean_gin, model_gin, releas
     launch.parse_gin([model_gin], ["RunConfig.model = @cmrcx.BertConfig()"])
     path = tmp_path / "config.json"
     path.write_text(json.dumps(RELEASED_CONFIGS[release]), encoding="utf-8")
-    assert launch.RunConfig().model == config_from_hf(str(path))
+    assert run_config.RunConfig().model == config_from_hf(str(path))

@@ -10,6 +10,7 @@ from cmrcx.benchmarks import task_names
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.cli import launch
+from cmrcx.common import errors, paths
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +65,7 @@ def test_gin_file_without_the_clue_prefix():
 
 
 def test_an_unknown_gin_file_says_paper_names_work():
-    with pytest.raises(launch.ConfigError, match=r"not found.*cluewsc2020 \(clue_cluewsc11\)"):
+    with pytest.raises(errors.ConfigError, match=r"not found.*cluewsc2020 \(clue_cluewsc11\)"):
         launch.parse_gin(["clue_wsc2021_bert.gin"], [])
 
 
@@ -78,12 +79,12 @@ def test_run_config_task_under_the_paper_name(tmp_path):
 
 def test_run_config_unknown_task_lists_paper_names(tmp_path):
     launch.parse_gin(["clue_afqmc_tiny.gin"], [f"MODEL_DIR = '{tmp_path}'", "RunConfig.task='x'"])
-    with pytest.raises(launch.ConfigError, match=r"use one of cmrc2019.*chid \(clue_chid11\)"):
+    with pytest.raises(errors.ConfigError, match=r"use one of cmrc2019.*chid \(clue_chid11\)"):
         launch.run_config_from_gin()
 
 
 def test_score_takes_the_paper_name(tmp_path, capsys):
-    gold = launch.package_path("data/clue_mrc_sample/chid_public/dev_answer.json")
+    gold = paths.package_path("data/clue_mrc_sample/chid_public/dev_answer.json")
     assert score.main(["ChID", gold, gold]) == 0
     assert '"accuracy": 100.0' in capsys.readouterr().out
 

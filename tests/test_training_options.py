@@ -13,6 +13,7 @@ from jax.extend import core as jax_core
 from jax.sharding import PartitionSpec
 
 from cmrcx.cli import launch
+from cmrcx.common import errors
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.models.bert import BertConfig, BertEncoder
 from cmrcx.training import partitioning
@@ -272,5 +273,5 @@ def test_bad_options_are_config_errors(clean_gin, tmp_path):
     ]:
         gin.clear_config()
         launch.parse_gin(["cmrc2019_tiny.gin"], [f"MODEL_DIR = '{tmp_path}'", binding])
-        with pytest.raises(launch.ConfigError, match=message):
+        with pytest.raises(errors.ConfigError, match=message):
             launch.run_config_from_gin()

@@ -1,32 +1,10 @@
-"""What every benchmark's file validation shares: JSON type names, field errors, reading
-a JSON file and writing a result file atomically."""
+"""What every benchmark's file validation shares: JSON type names, field errors, and the
+files a split reads. (Errors, JSON reading and atomic writes are `cmrcx.common`'s.)"""
 
 from __future__ import annotations
 
-import errno
-import json
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
-
-
-class DataFormatError(ValueError):
-    """An official data, prediction or submission file breaks its format; the message
-    names the file, the record (or line) and the field."""
-
-
-class StorageError(OSError):
-    """A file or checkpoint could not be written (disk full, quota, read-only, permission);
-    the message names the path and what is still intact."""
-
-
-# errno values of a storage that refuses a read or write (not a bug of the run).
-STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
-
-
-class MissingSplitError(FileNotFoundError):
-    """A requested split's official file is not in the data directory."""
 
 
 class FieldError(Exception):
@@ -52,38 +30,6 @@ def json_type(value: Any) -> str:
 def is_json_int(value: Any) -> bool:
     """True for JSON integers; rejects booleans, which Python treats as ints."""
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def load_json(path: str | os.PathLike[str]) -> Any:
-    """Parses a UTF-8 JSON file; every read or parse failure is a DataFormatError."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise DataFormatError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise DataFormatError(
-            f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
-        ) from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
-
-
-def write_atomically(path: str | os.PathLike[str], text: str) -> None:
-    """Temporary sibling + `os.replace`: a crash never leaves a truncated file behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp_path, 0o644)  # mkstemp's 0600 would hide results from other users
-        os.replace(tmp_path, path)
-    except BaseException:
-        os.unlink(tmp_path)
-        raise
 
 
 def versioned_split_files(

@@ -1,1 +1,2 @@
-"""Command-line plumbing: the only gin-aware code (flags, gin files, start-up)."""
+"""Command-line plumbing, the only gin-aware code: flags, gin files and bindings, process
+start-up, and one-line errors for the entry points."""

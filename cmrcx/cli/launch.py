@@ -9,7 +9,6 @@ installed package (the bundled sample and tiny vocabulary).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.resources
 import logging
 import os
@@ -19,56 +18,20 @@ from collections.abc import Sequence
 import gin
 
 from cmrcx.benchmarks import task_names
-from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
-from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
+from cmrcx.common.errors import (
+    STORAGE_ERRNOS,
+    ConfigError,
+    DataFormatError,
+    MissingSplitError,
+    Preempted,
+    StorageError,
+    TrainingDiverged,
+)
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config
-from cmrcx.training.partitioning import RULE_SETS
-
-PACKAGE_PREFIX = "cmrcx:"
-OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
-DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019, ChID)
-
-
-# The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
-# LongLM pretraining: the mixture of both objectives, or one (cmrcx.tasks.lot.pretraining.TASKS).
-LONGLM_TASKS = ("longlm_pretrain", "longlm_infilling", "longlm_continuation")
-RUN_TASKS = ("cmrc2019", *CLUE_TASKS, *CLUE_MRC_TASKS, *LONGLM_TASKS)
-_DATA_HINTS = {
-    "longlm": "of the pretraining corpus: a folder of UTF-8 .txt files (novels, stories; "
-    "LOT paper section 4), and RunConfig.validation_data_dir a folder of held-out texts",
-    "cmrc2019": "cmrc2019_train.json / cmrc2019_dev.json (https://github.com/ymcui/cmrc2019)",
-    "clue": "of the task, the unpacked official folder, e.g. afqmc_public/ holding train.json, "
-    "dev.json, test.json (https://github.com/CLUEbenchmark/CLUE)",
-}
-
-
-class ConfigError(ValueError):
-    """A run is missing something it needs; the message says what and how to give it."""
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss or the gradient norm went non-finite; nothing after it was saved."""
-
-
-class Preempted(RuntimeError):
-    """SIGTERM arrived: the current step finished and was saved; rerun to resume."""
-
+from cmrcx.training.run_config import RunConfig
 
 PREEMPTED_EXIT_STATUS = 143  # 128 + SIGTERM, what schedulers expect of a terminated job
-
-
-def package_path(relative: str) -> str:
-    return str(importlib.resources.files("cmrcx").joinpath(relative))
-
-
-def resolve_path(path: str | None) -> str | None:
-    """`cmrcx:data/x` -> the installed package's file; other paths made absolute."""
-    if path is None:
-        return None
-    if path.startswith(PACKAGE_PREFIX):
-        return package_path(path[len(PACKAGE_PREFIX) :])
-    return os.path.abspath(os.path.expanduser(path))
 
 
 def gin_configs_dir() -> str:
@@ -163,201 +126,6 @@ def _drop_gin_path_misses(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Path not found:")
 
 
-@gin.configurable
-@dataclasses.dataclass
-class RunConfig:
-    """One fine-tuning run of any task. Paper values are set in gin_configs/."""
-
-    task: str = "cmrc2019"  # cmrc2019 | clue_afqmc | clue_tnews11 | ... (run_tasks.RUN_TASKS)
-    model_dir: str | None = None  # checkpoints, predictions, metrics.jsonl, events
-    data_dir: str | None = None  # the task's official files (cmrc2019_*.json; afqmc_public/)
-    vocabulary_name: str = "bert_chinese"  # names the SeqIO task: <task>_<name>
-    vocab_file: str | None = None  # vocab.txt / spiece.model; None: PRETRAINED/ that file
-    lower_case: bool = True  # lower-case + strip accents (False for cased vocabularies)
-    pretrained: str | None = None  # cmrcx export dir with encoder weights; None: random
-    require_pretrained: bool = False  # paper configs: refuse to start from random weights
-    model: BertConfig = dataclasses.field(default_factory=BertConfig)
-    max_length: int = 512  # tokens per example / window (CMRC 2019 paper: 512)
-    doc_stride: int = 128  # CMRC 2019 window stride (authors' baseline default)
-    max_candidate_tokens: int = 64  # CMRC 2019 candidate sentences are capped at this
-    train_split: str = "train"
-    eval_split: str = "validation"
-    batch_size: int = 24  # windows per optimizer step, global (paper: 24)
-    grad_accum_steps: int = 1  # the step's batch in this many sequential micro-batches
-    eval_batch_size: int = 32
-    num_epochs: float = 3.0  # over training windows (paper: 3)
-    num_train_steps: int | None = None  # overrides num_epochs when set
-    learning_rate: float = 3e-5  # paper: 3e-5 (the authors' run.sh: 2e-5)
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    adam_epsilon: float = 1e-6  # BERT's AdamW (CMRC 2019); CLUE's PyTorch classifier: 1e-8
-    # "adamw": the paper setting (AdamW, warm-up then linear decay over the run's steps,
-    # global-norm clipping). "released_script": the authors' script exactly (its BertAdam:
-    # schedule counted in blanks and applied twice, per-tensor clipping, no bias
-    # correction; int(epochs) epochs of whole batches); see cmrcx.training.released_optimizer.
-    optimizer: str = "adamw"
-    seed: int = 0  # parameters, dropout and data order
-    mesh_shape: tuple[int, int] = (-1, 1)  # (data, model); -1 takes the rest
-    partitioning: str = "data"  # rule set: data | fsdp | tensor (cmrcx.training.partitioning)
-    logical_rules: tuple | None = None  # an explicit rules table; overrides `partitioning`
-    log_every: int = 10  # steps between metric lines
-    save_every: int = 500  # steps between checkpoints (the last step is always saved)
-    keep_checkpoints: int = 3
-    eval_every: int | None = None  # steps between evaluations; None: at the end only
-    decoding: str = "paper"  # CMRC 2019 mode written to predictions/: paper | baseline | assignment
-    tfds_cache_dir: str | None = None  # prepared TFDS data; None: ~/.cache/cmrcx/tfds
-    # Seq2seq (LongLM): inputs are max_length tokens, targets target_length (paper: 512/512).
-    target_length: int = 512
-    validation_data_dir: str | None = None  # LongLM: folder of held-out .txt texts
-    max_decoded_examples: int = 16  # LongLM BLEU: texts decoded per objective (paper: 1,000)
-
-    def checked(self) -> RunConfig:
-        """Paths resolved; ConfigError naming what is missing and how to give it."""
-        run = dataclasses.replace(
-            self,
-            model_dir=resolve_path(self.model_dir),
-            data_dir=resolve_path(self.data_dir),
-            vocab_file=resolve_path(self.vocab_file),
-            pretrained=resolve_path(self.pretrained),
-            validation_data_dir=resolve_path(self.validation_data_dir),
-        )
-        if run.model_dir is None:
-            raise ConfigError("MODEL_DIR is not set: add --gin.MODEL_DIR=\"'runs/NAME'\"")
-        if run.require_pretrained and run.pretrained is None:
-            raise ConfigError(
-                "this config fine-tunes a pretrained BERT but PRETRAINED is not set: add "
-                "--gin.PRETRAINED=\"'DIR'\" with a cmrcx export (python -m cmrcx.export) "
-                "holding params/, model_config.json and vocab.txt. Converting HuggingFace or "
-                "Google TF checkpoints into that form is `python -m cmrcx.convert` (issue 3)."
-            )
-        if run.task not in RUN_TASKS:
-            registered = task_names.find(run.task)  # a paper's name, e.g. "cluewsc2020"
-            if registered is None:
-                raise ConfigError(
-                    f"RunConfig.task {run.task!r}: use one of {', '.join(RUN_TASKS)}; also the "
-                    f"papers' names: {task_names.paper_names_text()}"
-                )
-            run = dataclasses.replace(run, task=registered)
-        if run.data_dir is None:
-            raise ConfigError(
-                "DATA_DIR is not set: add --gin.DATA_DIR=\"'DIR'\" with the official files "
-                + _DATA_HINTS.get(run.task.split("_")[0], "")
-            )
-        if run.partitioning not in RULE_SETS:
-            raise ConfigError(
-                f"RunConfig.partitioning {run.partitioning!r}: use one of {', '.join(RULE_SETS)}"
-            )
-        if run.optimizer not in OPTIMIZERS:
-            raise ConfigError(
-                f"RunConfig.optimizer {run.optimizer!r}: use one of {', '.join(OPTIMIZERS)}"
-            )
-        if run.decoding not in DECODINGS:
-            raise ConfigError(
-                f"RunConfig.decoding {run.decoding!r}: use one of {', '.join(DECODINGS)}"
-            )
-        if run.grad_accum_steps < 1 or run.batch_size % run.grad_accum_steps:
-            raise ConfigError(
-                f"RunConfig.batch_size {run.batch_size} does not split into "
-                f"grad_accum_steps {run.grad_accum_steps} equal micro-batches"
-            )
-        if run.train_split == "test":
-            raise ConfigError(f"train_split 'test' of {run.task} has no answers")
-        if run.vocab_file is None:
-            if run.pretrained is None:
-                raise ConfigError(
-                    "VOCAB_FILE is not set and there is no PRETRAINED to take it from: add "
-                    "--gin.VOCAB_FILE=\"'PATH'\" (vocab.txt, or spiece.model for T5/LongLM)"
-                )
-            name = "spiece.model" if isinstance(run.model, T5Config) else "vocab.txt"
-            run = dataclasses.replace(run, vocab_file=os.path.join(run.pretrained, name))
-        if not os.path.isfile(run.vocab_file):
-            raise ConfigError(f"vocabulary file not found: {run.vocab_file}")
-        return run
-
-
-RUN_CONFIG_FILE = "run_config.json"  # MODEL_DIR/run_config.json: the run that made it
-# What a MODEL_DIR's checkpoints are: resuming with another value is an error. Compute
-# options (dtype, remat_policy) and dropout may change between sessions.
-_IDENTITY_FIELDS = ("task", "vocabulary_name", "max_length", "target_length")
-_FREE_MODEL_FIELDS = (
-    "dtype",
-    "remat_policy",
-    "hidden_dropout",
-    "attention_dropout",
-    "dropout_rate",
-)
-
-
-def _model_families():
-    return {"bert": BertConfig, "t5": T5Config}
-
-
-def run_config_json(run: RunConfig) -> dict:
-    """The RunConfig as JSON data (the model as {"family": ..., fields})."""
-    family = {cls: name for name, cls in _model_families().items()}[type(run.model)]
-    data = dataclasses.asdict(run)
-    data["model"] = {"family": family, **dataclasses.asdict(run.model)}
-    data["mesh_shape"] = list(run.mesh_shape)
-    data["logical_rules"] = (
-        None if run.logical_rules is None else [list(r) for r in run.logical_rules]
-    )
-    return data
-
-
-def read_run_config(model_dir: str) -> RunConfig | None:
-    """The RunConfig saved in MODEL_DIR by the run that trained it; None if there is none."""
-    path = os.path.join(model_dir, RUN_CONFIG_FILE)
-    if not os.path.isfile(path):
-        return None
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        model = dict(data.pop("model"))
-        model = _model_families()[model.pop("family")](**model)
-        rules = data.get("logical_rules")
-        data["logical_rules"] = None if rules is None else tuple(tuple(r) for r in rules)
-        data["mesh_shape"] = tuple(data["mesh_shape"])
-        return RunConfig(model=model, **data)
-    except (ValueError, KeyError, TypeError) as error:
-        raise ConfigError(f"{path} is unreadable ({error}); remove it to start afresh") from error
-
-
-def model_differences(saved, model) -> list[tuple[str, object, object]]:
-    """[(RunConfig.model.FIELD, saved value, value)] where two network configs differ in
-    what the parameters mean (compute options and dropout rates may differ)."""
-    if type(saved) is not type(model):
-        return [("RunConfig.model", type(saved).__name__, type(model).__name__)]
-    return [
-        (f"RunConfig.model.{f.name}", getattr(saved, f.name), getattr(model, f.name))
-        for f in dataclasses.fields(model)
-        if f.name not in _FREE_MODEL_FIELDS and getattr(saved, f.name) != getattr(model, f.name)
-    ]
-
-
-def check_same_run(saved: RunConfig, run: RunConfig, model_dir: str) -> None:
-    """ConfigError naming the field if `run` cannot continue the checkpoints of `saved`."""
-    differences = [
-        (f"RunConfig.{name}", getattr(saved, name), getattr(run, name))
-        for name in _IDENTITY_FIELDS
-        if getattr(saved, name) != getattr(run, name)
-    ]
-    row = CLUE_TASKS.get(run.task)
-    if row is not None and row.predicted_by == saved.task:  # diagnostics by the CMNLI model
-        differences = [d for d in differences if d[0] != "RunConfig.task"]
-    differences += model_differences(saved.model, run.model)
-    if differences:
-        field, before, now = differences[0]
-        raise ConfigError(
-            f"MODEL_DIR {model_dir} holds a run with {field}={before!r}, this run has "
-            f"{field}={now!r}"
-            + (f" (and {len(differences) - 1} more)" if differences[1:] else "")
-            + ": use another MODEL_DIR, or the settings it was trained with"
-        )
-
-
 def prepare_process() -> None:
     """Per-process start-up: keep TensorFlow off accelerators; join a multi-host job.
 
@@ -365,7 +133,7 @@ def prepare_process() -> None:
     JAX_COORDINATOR_ADDRESS (host:port) with JAX_NUM_PROCESSES and JAX_PROCESS_ID,
     or CMRCX_DISTRIBUTED=1 on a TPU pod / SLURM job that JAX detects itself.
     """
-    from cmrcx.cli import quiet_start
+    from cmrcx.common import quiet_start
 
     quiet_start.import_tensorflow()  # TF only feeds data: off GPUs, start-up chatter dropped
     if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("CMRCX_DISTRIBUTED") == "1":
@@ -382,7 +150,8 @@ def prepare_process() -> None:
 
 
 def run_config_from_gin() -> RunConfig:
-    return RunConfig().checked()
+    """The RunConfig of the parsed gin files and bindings, checked (paths resolved)."""
+    return _GIN_RUN_CONFIG().checked()
 
 
 def start(argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict]] = ()):
@@ -395,15 +164,6 @@ def start(argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict
 
 def main_guard(main, argv: Sequence[str] | None = None) -> None:
     """Runs `main(argv)`; user errors print one line and exit 2, not a traceback."""
-    # Not cmrcx.datasets: that imports TensorFlow before its quiet start-up. One pair of
-    # error classes serves every benchmark's files.
-    from cmrcx.benchmarks.records import (
-        STORAGE_ERRNOS,
-        DataFormatError,
-        MissingSplitError,
-        StorageError,
-    )
-
     try:
         main(sys.argv[1:] if argv is None else argv)
     except Preempted as preempted:
@@ -432,5 +192,8 @@ def _end(message: str, status: int, argv) -> None:
     os._exit(status)
 
 
+# Gin reaches the library through these names only: `RunConfig.*` and the model configs
+# `cmrcx.BertConfig.*` / `cmrcx.T5Config.*` in gin files and --gin.KEY=VALUE bindings.
+_GIN_RUN_CONFIG = gin.external_configurable(RunConfig, name="RunConfig")
 gin.external_configurable(BertConfig, module="cmrcx")
 gin.external_configurable(T5Config, module="cmrcx")

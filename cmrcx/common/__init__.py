@@ -1,1 +1,2 @@
-"""The bottom of the import graph (no JAX, no TensorFlow): errors, files, paths."""
+"""The bottom of the import graph: errors, files, paths, and TensorFlow imported without
+its start-up chatter. Importing any module here imports no JAX and no TensorFlow."""

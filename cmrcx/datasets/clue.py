@@ -36,7 +36,7 @@ import tensorflow_datasets as tfds
 from cmrcx.benchmarks.clue.inputs import encoder_texts
 from cmrcx.benchmarks.clue.official_format import read_split
 from cmrcx.benchmarks.clue.tasks import TASKS, ClueTask, get_task
-from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.common.errors import MissingSplitError
 from cmrcx.datasets.prepared_splits import content_keyed_dir, prepare_once
 
 # [README] in `cmrcx.benchmarks.clue.tasks`: every ``<public_dir>.zip`` is published here.

@@ -24,7 +24,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from cmrcx.benchmarks.clue.cmrc2018_format import SPLIT_FILES, read_split
-from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.common.errors import MissingSplitError
 from cmrcx.datasets.prepared_splits import content_keyed_dir, prepare_once
 
 DOWNLOAD_URL = "https://storage.googleapis.com/cluebenchmark/tasks/cmrc2018_public.zip"

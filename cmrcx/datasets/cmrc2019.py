@@ -20,7 +20,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
-from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.common.errors import MissingSplitError
 from cmrcx.datasets.prepared_splits import content_keyed_dir, prepare_once
 
 # split name -> official file name. `test` is the qualifying set, without answers.

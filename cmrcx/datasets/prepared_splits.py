@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.common.errors import MissingSplitError
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "cmrcx", "tfds")
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.records import MissingSplitError
+from cmrcx.common.errors import MissingSplitError
 from cmrcx.datasets.prepared_splits import files_keyed_dir, prepare_once, require_files
 
 SPLITS = ("train", "validation", "test")

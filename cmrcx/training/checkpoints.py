@@ -20,7 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-from cmrcx.benchmarks.records import STORAGE_ERRNOS, StorageError
+from cmrcx.common.errors import STORAGE_ERRNOS, StorageError
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config
 
@@ -141,7 +141,7 @@ class TrainCheckpoints:
 
 class _StorageFailureLogFilter(logging.Filter):
     """orbax's writer threads log a failed write with its traceback, then the main thread
-    raises it; a refused write is told there, as one `records.StorageError` line."""
+    raises it; a refused write is told there, as one `errors.StorageError` line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and storage_failure(record.exc_info[1]))
@@ -158,7 +158,7 @@ _OS_ERROR_CODE = re.compile(r"os_error_code='(\d+)'")
 
 def storage_failure(error: BaseException) -> str | None:
     """The reason ("No space left on device") if `error`, or an error in its chain, is
-    a write the storage refused (`records.STORAGE_ERRNOS`); None otherwise. orbax raises
+    a write the storage refused (`errors.STORAGE_ERRNOS`); None otherwise. orbax raises
     tensorstore's failures as ValueError text with ``os_error_code='28'`` in it."""
     seen = set()
     while error is not None and id(error) not in seen:

@@ -13,7 +13,7 @@ import time
 
 import jax
 
-from cmrcx.benchmarks.records import write_atomically
+from cmrcx.common.files import write_atomically
 
 
 class MetricWriter:

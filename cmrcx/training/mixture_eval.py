@@ -19,7 +19,8 @@ import zipfile
 
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
-from cmrcx.cli import launch
+from cmrcx.common import errors
+from cmrcx.training import run_config
 
 # Table 2's columns, in its order: (column, tasks that fill it, the preferred first). The
 # leaderboard's current versions (1.1) come before the 1.0 ones.
@@ -60,12 +61,12 @@ class TaskResult:
 def _find_run(runs_root: str, tasks: tuple[str, ...]) -> tuple[str, str] | None:
     for task in tasks:
         run_dir = os.path.join(runs_root, task)
-        if os.path.isfile(os.path.join(run_dir, launch.RUN_CONFIG_FILE)):
+        if os.path.isfile(os.path.join(run_dir, run_config.RUN_CONFIG_FILE)):
             return task, run_dir
     return None
 
 
-def _evaluate_run(run: launch.RunConfig, split: str) -> tuple[int, dict[str, float]]:
+def _evaluate_run(run: run_config.RunConfig, split: str) -> tuple[int, dict[str, float]]:
     from cmrcx.training.runner import Runner
 
     runner = Runner(run.checked(), for_training=False)
@@ -73,7 +74,7 @@ def _evaluate_run(run: launch.RunConfig, split: str) -> tuple[int, dict[str, flo
     return step, runner.evaluate(state, step, split)
 
 
-def _submission_file(run: launch.RunConfig) -> str | None:
+def _submission_file(run: run_config.RunConfig) -> str | None:
     row = CLUE_TASKS.get(run.task) or CLUE_MRC_TASKS.get(run.task)
     path = os.path.join(run.model_dir, "submission", row.submission_file) if row else None
     return path if path and os.path.isfile(path) else None
@@ -84,9 +85,9 @@ def evaluate_mixture(
 ) -> dict:
     """Evaluates every run of the mixture under runs_root; returns the results JSON data."""
     if mixture not in MIXTURES:
-        raise launch.ConfigError(f"--mixture {mixture!r}: use one of {', '.join(MIXTURES)}")
+        raise errors.ConfigError(f"--mixture {mixture!r}: use one of {', '.join(MIXTURES)}")
     if not os.path.isdir(runs_root):
-        raise launch.ConfigError(f"--runs_root {runs_root} is not a directory")
+        raise errors.ConfigError(f"--runs_root {runs_root} is not a directory")
     columns, extra = MIXTURES[mixture]
     results: list[TaskResult] = []
     missing = []
@@ -96,7 +97,7 @@ def evaluate_mixture(
             missing.append(column)
             continue
         task, run_dir = found
-        run = dataclasses.replace(launch.read_run_config(run_dir), model_dir=run_dir)
+        run = dataclasses.replace(run_config.read_run_config(run_dir), model_dir=run_dir)
         print(f"--- {column}: {task} ({run_dir})", flush=True)
         step, metrics = _evaluate_run(run, split)
         results.append(TaskResult(column, task, step, metrics, _submission_file(run)))

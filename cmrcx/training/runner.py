@@ -24,10 +24,11 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from cmrcx.cli import launch
-from cmrcx.cli.launch import ConfigError, RunConfig
-from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer
+from cmrcx.common import errors
+from cmrcx.common.errors import ConfigError
+from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer, run_config
 from cmrcx.training.metric_writer import MetricWriter
+from cmrcx.training.run_config import RunConfig
 from cmrcx.training.run_tasks.base import build_run_task
 from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
@@ -38,9 +39,9 @@ class Runner:
     def __init__(self, run: RunConfig, for_training: bool = True):
         self.run = run
         _check_writable(run.model_dir)
-        saved = launch.read_run_config(run.model_dir)
+        saved = run_config.read_run_config(run.model_dir)
         if saved is not None:
-            launch.check_same_run(saved, run, run.model_dir)
+            run_config.check_same_run(saved, run, run.model_dir)
         self.task = build_run_task(run)
         self.train_task, self.score_task = self.task.train_task, self.task.score_task
         self.model = self.task.model
@@ -151,11 +152,11 @@ class Runner:
 
     def _save_run_config(self) -> None:
         """MODEL_DIR/run_config.json: what the checkpoints are (mixture evaluation reads it)."""
-        path = os.path.join(self.run.model_dir, launch.RUN_CONFIG_FILE)
+        path = os.path.join(self.run.model_dir, run_config.RUN_CONFIG_FILE)
         if jax.process_index() != 0 or os.path.isfile(path):
             return  # MODEL_DIR exists: _check_writable made it
         with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(launch.run_config_json(self.run), f, indent=1)
+            json.dump(run_config.run_config_json(self.run), f, indent=1)
         os.replace(path + ".tmp", path)
 
     def initial_state(self):
@@ -207,7 +208,7 @@ class Runner:
 
     def _with_pretrained_encoder(self, state):
         exported = checkpoints.read_model_config(self.run.pretrained)
-        differences = launch.model_differences(exported, self.run.model)
+        differences = run_config.model_differences(exported, self.run.model)
         if differences:
             field, saved, model = differences[0]
             raise ConfigError(
@@ -259,7 +260,7 @@ class Runner:
             state = self._train_loop(state, end, self._batches(start), progress, losses)
             step = int(jax.device_get(state.step))
             if sigterm.is_set() and step < end:
-                raise launch.Preempted(
+                raise errors.Preempted(
                     f"SIGTERM: stopped after step {step} and saved it "
                     f"({self.checkpoints.directory}/{step}); run the same command to resume"
                 )
@@ -349,7 +350,7 @@ class Runner:
             else "no checkpoint was saved: lower RunConfig.learning_rate and start again"
         )
         verb = "are" if loss_bad and grad_bad else "is"
-        raise launch.TrainingDiverged(f"step {first_step}: the {what} {verb} not finite; {resume}")
+        raise errors.TrainingDiverged(f"step {first_step}: the {what} {verb} not finite; {resume}")
 
     def evaluate(self, state, step: int, split: str | None = None) -> dict[str, float]:
         """Scores a split, writes predictions/<task>_<split>.json and metrics lines.

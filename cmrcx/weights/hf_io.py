@@ -168,7 +168,7 @@ def _read_tf_checkpoint(directory: str) -> dict[str, np.ndarray] | None:
     indexes = sorted(glob.glob(os.path.join(directory, "*.ckpt*.index")))
     if not indexes:
         return None
-    from cmrcx.cli import quiet_start
+    from cmrcx.common import quiet_start
 
     tf = quiet_start.import_tensorflow()  # no CUDA start-up lines in the converter's output
     reader = tf.train.load_checkpoint(indexes[0][: -len(".index")])

@@ -47,7 +47,7 @@ from cmrcx.benchmarks.clue import c3, chid, cmrc2018_evaluate, cmrc2018_format
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
 from cmrcx.benchmarks.clue.reading_tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
-from cmrcx.benchmarks.records import DataFormatError, MissingSplitError
+from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
 from cmrcx.datasets import chid as chid_tfds
 from cmrcx.datasets import cmrc2018 as cmrc2018_tfds

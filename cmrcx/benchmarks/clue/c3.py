@@ -41,15 +41,9 @@ import numpy as np
 
 from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
-from cmrcx.benchmarks.records import (
-    DataFormatError,
-    FieldError,
-    is_json_int,
-    json_type,
-    load_json,
-    versioned_split_files,
-    write_atomically,
-)
+from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, versioned_split_files
+from cmrcx.common.errors import DataFormatError
+from cmrcx.common.files import load_json, write_atomically
 
 NUM_CHOICES = 4  # [RUN] n_class
 FILLER_CHOICE = "无效答案"  # [RUN] @65dae35

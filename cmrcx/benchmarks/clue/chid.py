@@ -39,14 +39,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
-from cmrcx.benchmarks.records import (
-    DataFormatError,
-    FieldError,
-    is_json_int,
-    json_type,
-    load_json,
-    versioned_split_files,
-)
+from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, versioned_split_files
+from cmrcx.common.errors import DataFormatError
+from cmrcx.common.files import load_json
 
 TAG_PATTERN = re.compile(r"#idiom\d{6}#")
 TAG_PREFIX = "#idiom"  # [PRE] `_tokenize_chinese_chars`: a blank starts at "#idiom" ...

@@ -25,13 +25,9 @@ from cmrcx.benchmarks.clue.chid import (
     VERSIONS,
     ChidSplit,
 )
-from cmrcx.benchmarks.records import (
-    DataFormatError,
-    is_json_int,
-    json_type,
-    load_json,
-    write_atomically,
-)
+from cmrcx.benchmarks.records import is_json_int, json_type
+from cmrcx.common.errors import DataFormatError
+from cmrcx.common.files import load_json, write_atomically
 
 # --- Decoding: one line's blanks share its candidates -------------------------------------
 

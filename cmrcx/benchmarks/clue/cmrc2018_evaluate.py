@@ -47,7 +47,9 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from cmrcx.benchmarks.records import DataFormatError, json_type, load_json
+from cmrcx.benchmarks.records import json_type
+from cmrcx.common.errors import DataFormatError
+from cmrcx.common.files import load_json
 
 # The script's `sp_char`, in its order. "……" is one entry of two characters: the script
 # tests single characters against the list, so it never matches and "…" is not removed.

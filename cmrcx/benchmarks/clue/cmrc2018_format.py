@@ -38,13 +38,9 @@ import os
 import re
 from typing import Any
 
-from cmrcx.benchmarks.records import (
-    DataFormatError,
-    FieldError,
-    is_json_int,
-    json_type,
-    load_json,
-)
+from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
+from cmrcx.common.errors import DataFormatError
+from cmrcx.common.files import load_json
 
 # split -> official file name in the unpacked cmrc2018_public.zip; test has no answers.
 SPLIT_FILES = {

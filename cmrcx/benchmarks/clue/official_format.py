@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cmrcx.benchmarks.clue.tasks import ClueTask, get_task
-from cmrcx.benchmarks.records import DataFormatError, FieldError, is_json_int, json_type
+from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
+from cmrcx.common.errors import DataFormatError
 
 
 @dataclasses.dataclass(frozen=True)

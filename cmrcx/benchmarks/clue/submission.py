@@ -25,7 +25,8 @@ from typing import Any
 
 from cmrcx.benchmarks.clue.official_format import DataFormatError, parse_object_line, read_lines
 from cmrcx.benchmarks.clue.tasks import ClueTask, get_task
-from cmrcx.benchmarks.records import is_json_int, json_type, write_atomically
+from cmrcx.benchmarks.records import is_json_int, json_type
+from cmrcx.common.files import write_atomically
 
 
 @dataclasses.dataclass(frozen=True)

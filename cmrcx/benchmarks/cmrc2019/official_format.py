@@ -24,13 +24,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cmrcx.benchmarks.records import (
-    DataFormatError,
-    FieldError,
-    is_json_int,
-    json_type,
-    load_json,
-)
+from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
+from cmrcx.common.errors import DataFormatError
+from cmrcx.common.files import load_json
 
 BLANK_PATTERN = re.compile(r"\[BLANK(\d+)\]")
 # The authors' script (baseline/run_cmrc2019_baseline.py of ymcui/cmrc2019, commit

@@ -29,8 +29,8 @@ from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.benchmarks.clue.tasks import ClueTask
 from cmrcx.benchmarks.cmrc2019 import evaluation as cmrc2019_evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import write_predictions
-from cmrcx.benchmarks.records import MissingSplitError
-from cmrcx.cli.launch import resolve_path
+from cmrcx.common.errors import MissingSplitError
+from cmrcx.common.paths import resolve_path
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.model_api.classification import ClassificationModel

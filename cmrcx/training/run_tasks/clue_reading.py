@@ -20,7 +20,7 @@ import seqio
 from cmrcx.benchmarks.clue import c3, chid_decoding
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.clue.reading_tasks import SPAN, TASKS
-from cmrcx.benchmarks.records import write_atomically
+from cmrcx.common.files import write_atomically
 from cmrcx.model_api.multiple_choice import MultipleChoiceModel
 from cmrcx.model_api.span import SpanExtractionModel
 from cmrcx.tasks.clue import reading as clue_mrc_tasks
