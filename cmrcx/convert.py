@@ -34,6 +34,7 @@ import sys
 
 import numpy as np
 
+from cmrcx.weights import exports
 from cmrcx.weights import hf_io as pretrained
 from cmrcx.weights.hf_io import PretrainedFormatError, describe, read_pretrained_dir
 
@@ -82,7 +83,6 @@ def main(argv=None) -> int:
 
 
 def _convert_bert(source: str, out: str) -> None:
-    from cmrcx.training import checkpoints
 
     release = read_pretrained_dir(source)
     vocab = os.path.join(source, "vocab.txt")
@@ -93,7 +93,7 @@ def _convert_bert(source: str, out: str) -> None:
         extra["source_model_type"] = release.model_type
     if release.fresh:
         extra["initialised_fresh"] = release.fresh
-    checkpoints.export_params(out, {"bert": release.params}, release.config, extra=extra)
+    exports.export_params(out, {"bert": release.params}, release.config, extra=extra)
     shutil.copyfile(vocab, os.path.join(out, "vocab.txt"))
     print(f"read {release.source} from {source}: {describe(release.config)}")
     if release.model_type == "roberta":
@@ -111,7 +111,6 @@ def _convert_bert(source: str, out: str) -> None:
 
 
 def _convert_t5(source: str, out: str) -> None:
-    from cmrcx.training import checkpoints
 
     release = pretrained.read_t5_dir(source)
     extra = {
@@ -120,7 +119,7 @@ def _convert_t5(source: str, out: str) -> None:
         "source_format": release.source,
         "source_model_type": release.model_type,
     }
-    checkpoints.export_params(out, {"t5": release.params}, release.config, extra=extra)
+    exports.export_params(out, {"t5": release.params}, release.config, extra=extra)
     copied = pretrained.copy_t5_tokenizer_files(source, out)
     print(f"read {release.source} from {source}: {pretrained.describe_t5(release.config)}")
     if release.dropped:
@@ -162,11 +161,10 @@ def _padded_batch(rng: np.random.Generator, vocab_size: int, length: int):
 def _verify_bert(source: str, export_dir: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """[("hidden states", reference, converted)] on 3 random padded inputs of 32 tokens."""
     from cmrcx.models.bert import BertEncoder
-    from cmrcx.training import checkpoints
 
     torch, _ = _import_reference()
-    config = checkpoints.read_model_config(export_dir)
-    params = checkpoints.load_params(export_dir, None)["bert"]
+    config = exports.read_model_config(export_dir)
+    params = exports.load_params(export_dir, None)["bert"]
     length = min(32, config.max_position_embeddings)
     ids, mask = _padded_batch(np.random.default_rng(VERIFY_SEED), config.vocab_size, length)
     types = np.zeros_like(ids)

@@ -3,7 +3,7 @@
 --format orbax (default): an inference checkpoint, DIR/params (orbax, parameters
 only, no optimizer state), DIR/model_config.json and the vocabulary (DIR/vocab.txt,
 or DIR/spiece.model for T5/LongLM). It loads with `--gin.PRETRAINED="'DIR'"` (its
-encoder), `cmrcx.training.checkpoints.load_params`, or (T5) `cmrcx.generate`.
+encoder), `cmrcx.weights.exports.load_params`, or (T5) `cmrcx.generate`.
 --format hf: a HuggingFace directory that `transformers` loads, to take results to
 other tools: BERT runs as a BertModel (config.json, model.safetensors, vocab.txt; the
 task head is not part of BertModel and is left out), T5 runs as a
@@ -19,6 +19,7 @@ import shutil
 from cmrcx.cli import launch
 from cmrcx.common import paths
 from cmrcx.models.t5 import T5Config
+from cmrcx.weights import exports
 
 FLAGS = (
     ("--out", {"required": True, "help": "export directory"}),
@@ -31,7 +32,6 @@ def main(argv) -> None:
     args, run = launch.start(argv, __doc__, FLAGS)
     import jax
 
-    from cmrcx.training import checkpoints
     from cmrcx.training.runner import Runner
 
     runner = Runner(run, for_training=False)
@@ -49,7 +49,7 @@ def main(argv) -> None:
         write_hf_dir(out, params, run.model, run.vocab_file)
     else:
         extra = {"step": step, "task": runner.train_task, **({"family": "t5"} if is_t5 else {})}
-        checkpoints.export_params(out, state.params, run.model, extra=extra)
+        exports.export_params(out, state.params, run.model, extra=extra)
         # vocab.txt (WordPiece) or spiece.model (SentencePiece), under the name readers expect.
         name = "spiece.model" if is_t5 else "vocab.txt"
         shutil.copyfile(run.vocab_file, os.path.join(out, name))

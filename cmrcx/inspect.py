@@ -213,7 +213,7 @@ def main(argv) -> None:
     launch.parse_flags(argv, __doc__, FLAGS)  # --help and usage errors before the redirect
     with stdout_to_stderr():
         args, run = launch.start(argv, __doc__, FLAGS)
-        from cmrcx.training.run_tasks.base import build_run_task  # after gin: TF starts here
+        from cmrcx.training.run_tasks import build_run_task  # after gin: TF starts here
 
         run_task = build_run_task(run)
         name = resolve_name(args.task_or_mixture, args.scoring, run, run_task)

@@ -26,8 +26,8 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 
 from cmrcx import convert  # noqa: E402
 from cmrcx.models.bert import BertConfig, BertEncoder  # noqa: E402
-from cmrcx.training import checkpoints  # noqa: E402
 from cmrcx.weights import bert as bert_weights  # noqa: E402
+from cmrcx.weights import exports  # noqa: E402
 from cmrcx.weights.hf_io import read_pretrained_dir, write_hf_dir  # noqa: E402
 
 SMALL = dict(
@@ -91,8 +91,8 @@ def torch_outputs(model, ids, types, mask):
 
 
 def flax_outputs(export_dir, ids, types, mask):
-    config = checkpoints.read_model_config(export_dir)
-    params = checkpoints.load_params(export_dir, None)["bert"]
+    config = exports.read_model_config(export_dir)
+    params = exports.load_params(export_dir, None)["bert"]
     hidden, pooled = BertEncoder(config).apply({"params": params}, ids, types, mask)
     return np.asarray(hidden), np.asarray(pooled)
 
@@ -231,8 +231,8 @@ def test_poolerless_conversion_exports_back_to_transformers(tmp_path):
     model = reference_model(SMALL, seed=7, kind="BertForMaskedLM")
     save_hf(model, tmp_path / "hf", safetensors=True)
     run_convert(tmp_path / "hf", tmp_path / "out")
-    config = checkpoints.read_model_config(str(tmp_path / "out"))
-    params = checkpoints.load_params(str(tmp_path / "out"), None)["bert"]
+    config = exports.read_model_config(str(tmp_path / "out"))
+    params = exports.load_params(str(tmp_path / "out"), None)["bert"]
     write_hf_dir(str(tmp_path / "back"), params, config, str(tmp_path / "out" / "vocab.txt"))
     assert sorted(os.listdir(tmp_path / "back")) == [
         "config.json",

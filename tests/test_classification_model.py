@@ -18,7 +18,7 @@ from test_bert_conversion import (  # noqa: E402
 )
 
 from cmrcx.model_api.classification import ClassificationModel  # noqa: E402
-from cmrcx.training import checkpoints  # noqa: E402
+from cmrcx.weights import exports  # noqa: E402
 
 
 def test_logits_and_loss_match_bert_for_sequence_classification(tmp_path):
@@ -28,10 +28,10 @@ def test_logits_and_loss_match_bert_for_sequence_classification(tmp_path):
         reference.classifier.weight.normal_(0.0, 2.0)  # logits of order 1
     save_hf(reference, tmp_path / "hf", safetensors=True)
     run_convert(tmp_path / "hf", tmp_path / "export")  # the encoder and its pooler
-    config = checkpoints.read_model_config(str(tmp_path / "export"))
+    config = exports.read_model_config(str(tmp_path / "export"))
     classifier = reference.classifier
     params = {
-        "bert": checkpoints.load_params(str(tmp_path / "export"), None)["bert"],
+        "bert": exports.load_params(str(tmp_path / "export"), None)["bert"],
         "classifier": {
             "kernel": classifier.weight.detach().numpy().T,
             "bias": classifier.bias.detach().numpy(),

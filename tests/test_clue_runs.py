@@ -15,9 +15,9 @@ from cmrcx.benchmarks.clue.submission import read_submission
 from cmrcx.cli import launch
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.paths import package_path
-from cmrcx.training import run_config
 from cmrcx.training.mixture_eval import evaluate_mixture
 from cmrcx.training.runner import Runner
+from cmrcx.weights import exports
 
 
 def _load_tool(name: str):
@@ -64,7 +64,7 @@ CELLS = [
 @pytest.mark.parametrize("experiment, batch, length, epochs, lr, hidden", CELLS)
 def test_table_7_cells(experiment, batch, length, epochs, lr, hidden):
     launch.parse_gin([experiment], [])
-    run = run_config.RunConfig()
+    run = launch.gin_run_config()
     assert experiment.startswith(run.task + "_")
     assert (run.batch_size, run.max_length, run.num_epochs, run.learning_rate) == (
         batch, length, epochs, lr,
@@ -89,7 +89,7 @@ MRC_CELLS = [
 @pytest.mark.parametrize("experiment, batch, length, epochs, lr, hidden, warmup", MRC_CELLS)
 def test_table_7_mrc_cells(experiment, batch, length, epochs, lr, hidden, warmup):
     launch.parse_gin([experiment], [])
-    run = run_config.RunConfig()
+    run = launch.gin_run_config()
     assert experiment.startswith(run.task + "_")
     assert (run.batch_size, run.max_length, run.num_epochs, run.learning_rate) == (
         batch, length, epochs, lr,
@@ -106,7 +106,7 @@ def test_every_clue_gin_parses():
     for path in sorted(make_clue_gin.generated_files()):
         gin.clear_config()
         launch.parse_gin([path.name], [])
-        run = run_config.RunConfig()
+        run = launch.gin_run_config()
         assert path.name.startswith(run.task + "_"), path.name
 
 
@@ -189,12 +189,10 @@ def test_a_pretrained_export_of_another_activation_is_refused(tmp_path, tfds_cac
     """Same shapes, different meaning (ERNIE's relu): not fine-tuned silently as GeLU."""
     import dataclasses
 
-    from cmrcx.training import checkpoints
-
     runner = Runner(tiny_run(tmp_path / "a", tfds_cache))
     state = runner.trainer.init_state()
     relu = dataclasses.replace(runner.run.model, hidden_act="relu")
-    checkpoints.export_params(str(tmp_path / "export"), state.params["bert"], relu)
+    exports.export_params(str(tmp_path / "export"), state.params["bert"], relu)
     run = tiny_run(tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'")
     with pytest.raises(ConfigError, match=r"hidden_act='relu'.*'gelu'"):
         Runner(run).train()

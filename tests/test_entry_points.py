@@ -13,6 +13,7 @@ import pytest
 
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 from cmrcx.common.paths import package_path
+from cmrcx.weights import exports
 
 SAMPLE_DEV = package_path("data/cmrc2019_sample/cmrc2019_dev.json")
 
@@ -143,7 +144,6 @@ def test_export_hf_loads_in_transformers_with_the_same_hidden_states(tiny_run, t
     import numpy as np
 
     from cmrcx.models.bert import BertEncoder
-    from cmrcx.training import checkpoints
 
     model_dir, _ = tiny_run
     gins = ["--gin_file=cmrc2019_tiny.gin", f"--gin.MODEL_DIR='{model_dir}'"]
@@ -160,8 +160,8 @@ def test_export_hf_loads_in_transformers_with_the_same_hidden_states(tiny_run, t
             attention_mask=torch.tensor(mask),
             token_type_ids=torch.zeros_like(torch.tensor(ids)),
         )
-    params = checkpoints.load_params(str(tmp_path / "orbax"), None)["bert"]
-    config = checkpoints.read_model_config(str(tmp_path / "orbax"))
+    params = exports.load_params(str(tmp_path / "orbax"), None)["bert"]
+    config = exports.read_model_config(str(tmp_path / "orbax"))
     hidden, pooled = BertEncoder(config).apply({"params": params}, ids, np.zeros_like(ids), mask)
     np.testing.assert_allclose(np.asarray(hidden), want.last_hidden_state.numpy(), atol=1e-5)
     np.testing.assert_allclose(np.asarray(pooled), want.pooler_output.numpy(), atol=1e-5)

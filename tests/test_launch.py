@@ -7,7 +7,6 @@ import pytest
 
 from cmrcx.cli import launch
 from cmrcx.common import errors, paths
-from cmrcx.training import run_config
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +47,7 @@ def test_includes_ignore_runs_and_models_folders_in_the_working_directory(tmp_pa
 def test_paper_config_values():
     """cmrc2019_bert.gin: the paper's hyper-parameters (3 epochs, 3e-5, 512, 24)."""
     launch.parse_gin(["cmrc2019_bert.gin"], [])
-    run = run_config.RunConfig()
+    run = launch.gin_run_config()
     assert (run.num_epochs, run.learning_rate, run.max_length, run.batch_size) == (
         3.0,
         3e-5,
@@ -62,7 +61,7 @@ def test_paper_config_values():
 
 def test_local_tiny_overlay_turns_the_paper_config_into_a_smoke_run():
     launch.parse_gin(["cmrc2019_bert.gin", "local_tiny.gin"], [])
-    run = run_config.RunConfig()
+    run = launch.gin_run_config()
     assert run.model.hidden_size == 128 and run.max_length == 128
     assert not run.require_pretrained and run.pretrained is None
 

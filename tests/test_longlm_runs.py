@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from cmrcx.cli import launch
+from cmrcx.common.errors import MissingSplitError
 from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.training import run_config
-from cmrcx.training.run_tasks import base as run_tasks
+from cmrcx.training.run_tasks import build_run_task
+from cmrcx.training.run_tasks import lot as lot_run_tasks
 from cmrcx.training.runner import Runner
 
 torch = pytest.importorskip("torch")
@@ -80,7 +82,7 @@ def test_loss_and_scores_equal_transformers_labels(tmp_path):
 
 
 def test_run_tasks_match_launch():
-    assert run_tasks.LONGLM_RUN_TASKS == run_config.LONGLM_TASKS
+    assert lot_run_tasks.LONGLM_RUN_TASKS == run_config.LONGLM_TASKS
 
 
 def tiny_run(model_dir, *extra):
@@ -126,9 +128,9 @@ def test_tiny_run_trains_evaluates_and_restores(tmp_path):
 
 def test_validation_split_is_required(tmp_path):
     run = tiny_run(tmp_path / "x", "VALIDATION_DIR = None", "RunConfig.task = 'longlm_infilling'")
-    task = run_tasks.build_run_task(run)
+    task = build_run_task(run)
     assert task.train_task == "longlm_infilling_train_tiny"
-    with pytest.raises(run_tasks.MissingSplitError, match="validation_data_dir"):
+    with pytest.raises(MissingSplitError, match="validation_data_dir"):
         task.require_split("validation")
 
 
@@ -137,7 +139,7 @@ def test_validation_split_is_required(tmp_path):
 )
 def test_paper_gin_files(experiment, d_model, layers):
     launch.parse_gin([f"longlm_pretrain_{experiment}.gin"], [])
-    run = run_config.RunConfig()
+    run = launch.gin_run_config()
     assert (run.task, run.batch_size, run.num_train_steps) == ("longlm_pretrain", 1000, 2500000)
     assert (run.learning_rate, run.weight_decay, run.warmup_fraction) == (1e-4, 0.0, 0.0)
     assert (run.max_length, run.target_length) == (512, 512)

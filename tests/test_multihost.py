@@ -21,7 +21,7 @@ import pytest
 
 from cmrcx.common.paths import package_path
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
-from cmrcx.training import checkpoints
+from cmrcx.weights import exports
 
 SIMULATED_DEVICES = "--xla_force_host_platform_device_count=2"
 PREDICTIONS = os.path.join("predictions", "cmrc2019_tiny_validation.json")
@@ -123,7 +123,7 @@ def test_only_process_zero_writes(runs):
 def test_checkpoint_from_two_hosts_is_the_one_host_checkpoint(runs):
     # Both processes wrote shards of step 2 into one directory; orbax committed it once.
     step = os.path.join("checkpoints", "2", "default")
-    two = checkpoints.restore_numpy(str(runs / "two" / step))
-    one = checkpoints.restore_numpy(str(runs / "one" / step))
+    two = exports.restore_numpy(str(runs / "two" / step))
+    one = exports.restore_numpy(str(runs / "one" / step))
     assert int(two["step"]) == 2
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), two, one)

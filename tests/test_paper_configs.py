@@ -10,7 +10,6 @@ import pytest
 
 from cmrcx.cli import launch
 from cmrcx.common.paths import package_path
-from cmrcx.training import run_config
 from cmrcx.training.runner import Runner
 
 # experiment -> (vocab_size, hidden_size, num_layers, lower_case)
@@ -34,7 +33,7 @@ def clean_gin():
 @pytest.mark.parametrize("experiment", sorted(BASELINES))
 def test_geometry_and_paper_setting(experiment):
     launch.parse_gin([experiment], [])
-    run = run_config.RunConfig()
+    run = launch.gin_run_config()
     vocab, hidden, layers, lower_case = BASELINES[experiment]
     assert (run.model.vocab_size, run.model.hidden_size, run.model.num_layers) == (
         vocab,
@@ -86,7 +85,7 @@ def tfds_cache(tmp_path_factory):
 def test_released_script_overlay():
     """runs/released_script.gin after an experiment: the script's run.sh setting."""
     launch.parse_gin(["cmrc2019_bert_multilingual.gin", "runs/released_script.gin"], [])
-    run = run_config.RunConfig()
+    run = launch.gin_run_config()
     assert (run.optimizer, run.learning_rate, run.decoding) == ("released_script", 2e-5, "baseline")
     assert run.lower_case  # the script lower-cases every vocabulary, cased ones too
     assert (run.num_epochs, run.max_length, run.batch_size, run.doc_stride) == (3.0, 512, 24, 128)

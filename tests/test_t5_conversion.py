@@ -31,6 +31,7 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 from cmrcx import convert  # noqa: E402
 from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration  # noqa: E402
 from cmrcx.training import checkpoints  # noqa: E402
+from cmrcx.weights import exports  # noqa: E402
 from cmrcx.weights import t5 as t5_weights  # noqa: E402
 from cmrcx.weights.hf_io import (  # noqa: E402
     read_t5_dir,
@@ -282,11 +283,11 @@ def test_hf_export_loads_in_transformers_with_the_same_logits(tmp_path, variant)
 
 
 def corrupt_exports(monkeypatch, path: tuple[str, ...]):
-    """Makes `checkpoints.export_params` write params[path] x 1.1 + 0.05: a converter bug.
+    """Makes `exports.export_params` write params[path] x 1.1 + 0.05: a converter bug.
 
     (Not only a shift: softmax ignores a constant added to every position bias.)
     """
-    export = checkpoints.export_params
+    export = exports.export_params
 
     def corrupted(export_dir, params, config, extra=None):
         params = jax.tree.map(np.array, params)

@@ -40,7 +40,7 @@ from test_bert_conversion import (  # noqa: E402
 from cmrcx import convert  # noqa: E402
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.models.bert import BertConfig  # noqa: E402
-from cmrcx.training import checkpoints, run_config  # noqa: E402
+from cmrcx.weights import exports  # noqa: E402
 from cmrcx.weights.hf_io import config_from_hf, write_hf_dir  # noqa: E402
 
 # config.json keys Google's Chinese BERT and HFL's releases share (bert-base-chinese's).
@@ -250,7 +250,7 @@ def test_release_converts_with_parity(tmp_path, capsys, release):
     with open(tmp_path / "out" / "model_config.json", encoding="utf-8") as f:
         saved = json.load(f)
     assert "initialised_fresh" not in saved  # every release has its pooler
-    config = checkpoints.read_model_config(str(tmp_path / "out"))
+    config = exports.read_model_config(str(tmp_path / "out"))
     assert (config.hidden_act, config.layer_norm_eps, config.max_position_embeddings) == (
         raw["hidden_act"],
         raw["layer_norm_eps"],
@@ -308,8 +308,8 @@ def test_ernie_export_round_trips_relu_back_to_transformers(tmp_path):
         saved = json.load(f)
     assert saved["source_model_type"] == "ernie"
     assert (saved["model"]["hidden_act"], saved["model"]["layer_norm_eps"]) == ("relu", 1e-5)
-    config = checkpoints.read_model_config(str(tmp_path / "out"))
-    params = checkpoints.load_params(str(tmp_path / "out"), None)["bert"]
+    config = exports.read_model_config(str(tmp_path / "out"))
+    params = exports.load_params(str(tmp_path / "out"), None)["bert"]
     write_hf_dir(str(tmp_path / "back"), params, config, str(tmp_path / "out" / "vocab.txt"))
     with open(tmp_path / "back" / "config.json", encoding="utf-8") as f:
         back = json.load(f)
@@ -332,9 +332,9 @@ def test_ernie_export_round_trips_relu_back_to_transformers(tmp_path):
 def test_model_config_without_hidden_act_reads_as_gelu(tmp_path):
     """Exports written before the field existed (no hidden_act) keep BERT's exact GeLU."""
     old = {"vocab_size": 64, "hidden_size": 16, "num_layers": 1, "num_heads": 2}
-    with open(tmp_path / checkpoints.MODEL_CONFIG_FILE, "w", encoding="utf-8") as f:
+    with open(tmp_path / exports.MODEL_CONFIG_FILE, "w", encoding="utf-8") as f:
         json.dump({"model": old}, f)
-    assert checkpoints.read_model_config(str(tmp_path)).hidden_act == "gelu"
+    assert exports.read_model_config(str(tmp_path)).hidden_act == "gelu"
     with pytest.raises(ValueError, match="hidden_act 'swish'"):
         BertConfig(hidden_act="swish")
 
@@ -361,4 +361,4 @@ def test_model_gin_is_the_released_config(tmp_path, clean_gin, model_gin, releas
     launch.parse_gin([model_gin], ["RunConfig.model = @cmrcx.BertConfig()"])
     path = tmp_path / "config.json"
     path.write_text(json.dumps(RELEASED_CONFIGS[release]), encoding="utf-8")
-    assert run_config.RunConfig().model == config_from_hf(str(path))
+    assert launch.gin_run_config().model == config_from_hf(str(path))

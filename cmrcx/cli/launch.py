@@ -149,9 +149,14 @@ def prepare_process() -> None:
         )
 
 
+def gin_run_config() -> RunConfig:
+    """The RunConfig of the parsed gin files and bindings, as written (unchecked)."""
+    return _GIN_RUN_CONFIG()
+
+
 def run_config_from_gin() -> RunConfig:
     """The RunConfig of the parsed gin files and bindings, checked (paths resolved)."""
-    return _GIN_RUN_CONFIG().checked()
+    return gin_run_config().checked()
 
 
 def start(argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict]] = ()):

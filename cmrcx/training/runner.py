@@ -2,7 +2,7 @@
 
 Used by the `train`, `eval` and `export` entry points; gin-free (the RunConfig
 arrives filled in). What differs between tasks (SeqIO registration, Model API,
-decoding to the official format) comes from `cmrcx.training.run_tasks.base`.
+decoding to the official format) comes from `cmrcx.training.run_tasks`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from cmrcx.common.errors import ConfigError
 from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer, run_config
 from cmrcx.training.metric_writer import MetricWriter
 from cmrcx.training.run_config import RunConfig
-from cmrcx.training.run_tasks.base import build_run_task
+from cmrcx.training.run_tasks import build_run_task
 from cmrcx.training.trainer import Trainer, adamw_with_warmup
+from cmrcx.weights import exports
 
 
 class Runner:
@@ -98,20 +99,21 @@ class Runner:
             if run.optimizer == "released_script":
                 return 1, released_optimizer.released_bert_adam(run.learning_rate, 1)
             return 1, adamw_with_warmup(run.learning_rate, 1)
-        windows = None
-        if run.optimizer == "released_script" and not hasattr(self.task, "count_training_blanks"):
+        windows, blanks = None, None
+        if run.optimizer == "released_script":
+            self.task.require_split(run.train_split)
+            blanks = self.task.count_training_blanks()
+        if run.optimizer == "released_script" and blanks is None:
             raise ConfigError(
                 f"RunConfig.optimizer 'released_script' is CMRC 2019's released script; "
                 f"{run.task} trains with 'adamw'"
             )
         if run.num_train_steps is None or run.optimizer == "released_script":
             self.task.require_split(run.train_split)
-            if hasattr(self.task, "count_examples"):  # counted without building the features
-                windows = self.task.count_examples(run.train_split)
-            else:
+            windows = self.task.count_examples(run.train_split)  # without building features
+            if windows is None:
                 windows = input_pipeline.count_examples(self.train_task, run.train_split)
         if run.optimizer == "released_script":
-            blanks = self.task.count_training_blanks()
             schedule = released_optimizer.script_schedule_steps(
                 blanks, run.batch_size, run.num_epochs
             )
@@ -207,7 +209,7 @@ class Runner:
         )
 
     def _with_pretrained_encoder(self, state):
-        exported = checkpoints.read_model_config(self.run.pretrained)
+        exported = exports.read_model_config(self.run.pretrained)
         differences = run_config.model_differences(exported, self.run.model)
         if differences:
             field, saved, model = differences[0]
@@ -218,7 +220,7 @@ class Runner:
             )
         name = self.model.encoder_name
         abstract_encoder = self.trainer.abstract_state.params[name]
-        restored = checkpoints.load_params(self.run.pretrained, None)
+        restored = exports.load_params(self.run.pretrained, None)
         encoder = restored[name] if name in restored else restored
         shapes = jax.tree.map(lambda a: a.shape, abstract_encoder)
         if jax.tree.map(np.shape, encoder) != shapes:

@@ -29,6 +29,7 @@ import numpy as np
 from cmrcx.models.bert import ACTIVATIONS, BertConfig
 from cmrcx.models.t5 import T5Config
 from cmrcx.weights import bert as bert_weights
+from cmrcx.weights import exports
 from cmrcx.weights import t5 as t5_weights
 
 # HuggingFace config.json key -> BertConfig field.
@@ -399,12 +400,11 @@ def copy_t5_tokenizer_files(source: str, out: str) -> list[str]:
 
 def read_t5_export(export_dir: str) -> tuple[T5Config, dict]:
     """(config, params as numpy) of a cmrcx T5 export (`family` "t5" in model_config.json)."""
-    from cmrcx.training import checkpoints
 
-    config = checkpoints.read_model_config(export_dir)
+    config = exports.read_model_config(export_dir)
     if not isinstance(config, T5Config):
         raise PretrainedFormatError(f"{export_dir}: not a T5 export (a {type(config).__name__})")
-    return config, checkpoints.load_params(export_dir, None)["t5"]
+    return config, exports.load_params(export_dir, None)["t5"]
 
 
 def describe_t5(config: T5Config) -> str:

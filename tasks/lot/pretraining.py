@@ -377,3 +377,34 @@ def register_longlm_pretrain(
     seqio.MixtureRegistry.remove(MIXTURE_NAME)
     seqio.MixtureRegistry.add(MIXTURE_NAME, [(name, 1.0) for name in names])
     return names
+
+
+# --- Fixed-length training and scoring tasks of a run (cmrcx.training.run_tasks.lot) ----
+
+
+def pad_to_lengths(example: dict, lengths: dict[str, int]) -> dict:
+    """Pads each feature of `lengths` with 0 to its length and adds `<key>_mask`.
+
+    {"inputs": [5, 9, 1]} with {"inputs": 5} -> {"inputs": [5, 9, 1, 0, 0],
+    "inputs_mask": [1, 1, 1, 0, 0]}. Longer features fail (check_lengths rules them out).
+    """
+    out = dict(example)
+    for key, length in lengths.items():
+        ids = example[key]
+        extra = [[0, length - tf.size(ids)]]
+        out[key] = tf.ensure_shape(tf.pad(ids, extra), [length])
+        out[f"{key}_mask"] = tf.ensure_shape(tf.pad(tf.ones_like(ids), extra), [length])
+    return out
+
+
+def register_function_task(name: str, dataset_fn, splits, like: str) -> str:
+    """A SeqIO task over `dataset_fn(split)`, with the features and metrics of task `like`."""
+    model = seqio.get_mixture_or_task(like)
+    seqio.TaskRegistry.remove(name)
+    seqio.TaskRegistry.add(
+        name,
+        source=seqio.FunctionDataSource(lambda split, shuffle_files: dataset_fn(split), splits),
+        preprocessors=[],
+        output_features=model.output_features,
+    )
+    return name

@@ -1,7 +1,7 @@
-"""Run tasks of CLUE's reading comprehension: CMRC 2018 (span extraction), ChID and C3
-(multiple choice). What the generic runner needs: the SeqIO task, the Model API, and an
-evaluation that decodes the scores the baselines' way, writes the official prediction
-file and returns the metrics of the task's own metric functions.
+"""CLUE's run tasks, one per registered task name: the classification tasks (one example
+per record, the official label out) and the reading-comprehension tasks, CMRC 2018 (span
+extraction) and ChID and C3 (multiple choice): windows or choice sets in, official files
+out, decoded the baselines' way.
 
 Evaluation batches come in split order, so the scores' rows line up with the split's
 records (`cmrcx.tasks.clue.reading.split_records`) and, for CMRC 2018, its windows
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import jax
 import numpy as np
@@ -19,24 +20,100 @@ import seqio
 
 from cmrcx.benchmarks.clue import c3, chid_decoding
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
-from cmrcx.benchmarks.clue.reading_tasks import SPAN, TASKS
+from cmrcx.benchmarks.clue import submission as clue_submission
+from cmrcx.benchmarks.clue.reading_tasks import SPAN
+from cmrcx.benchmarks.clue.reading_tasks import TASKS as READING_TASKS
+from cmrcx.benchmarks.clue.tasks import TASKS as CLASSIFICATION_TASKS
+from cmrcx.benchmarks.clue.tasks import ClueTask
 from cmrcx.common.files import write_atomically
+from cmrcx.datasets import clue as clue_tfds
+from cmrcx.model_api.classification import ClassificationModel
 from cmrcx.model_api.multiple_choice import MultipleChoiceModel
 from cmrcx.model_api.span import SpanExtractionModel
+from cmrcx.tasks.clue import classification as clue_tasks
 from cmrcx.tasks.clue import reading as clue_mrc_tasks
-from cmrcx.training.run_tasks.base import metric_lines
+from cmrcx.training.run_tasks.base import RunTask, announce, register
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
+
+# --- Classification ------------------------------------------------------------------------
+
+
+class ClueClassificationRunTask(RunTask):
+    """A CLUE classification task: one example per record, the official label out."""
+
+    def __init__(self, run):
+        self.run, self.row = run, CLASSIFICATION_TASKS[run.task]
+        self.name = self.row.name
+        (self.train_task,) = clue_tasks.register_clue(
+            run.vocabulary_name,
+            run.vocab_file,
+            {self.row.name: run.data_dir},
+            max_length=run.max_length,
+            lower_case=run.lower_case,
+            tfds_cache_dir=run.tfds_cache_dir,
+        )
+        self.score_task = self.train_task
+        self.model = ClassificationModel(run.model, self.row.num_classes, run.max_length)
+
+    def require_split(self, split: str) -> None:
+        clue_tfds.require_split(self.row, self.run.data_dir, split)
+
+    def evaluation(self, split: str) -> ClassificationEvaluation:
+        return ClassificationEvaluation(self, split)
+
+
+class ClassificationEvaluation:
+    def __init__(self, run_task: ClueClassificationRunTask, split: str):
+        self.run_task, self.split = run_task, split
+        self.ids: list[Any] = []
+        self.label_indices: list[int] = []  # gold class indices; -1: unlabelled (test)
+        self.predicted: list[int] = []
+
+    def add(self, logits: np.ndarray, examples: dict[str, np.ndarray]) -> None:
+        """logits: float [n, num_classes] for the n real rows of `examples`."""
+        self.predicted.extend(int(i) for i in np.argmax(logits, axis=-1))
+        self.ids.extend(clue_tfds.record_id(i) for i in examples["id"][: len(logits)])
+        self.label_indices.extend(int(i) for i in examples["label"][: len(logits)])
+
+    def finish(self, model_dir: str) -> dict[str, float]:
+        """Writes predictions/<task>_<split>.json (and for test submission/<official name>)
+        in the official submission format; returns the task's metrics if labelled."""
+        row: ClueTask = self.run_task.row
+        task = seqio.get_mixture_or_task(self.run_task.score_task)
+        labels = clue_submission.labels_from_indices(row, self.predicted)
+        if jax.process_index() == 0:
+            name = f"{self.run_task.train_task}_{self.split}.json"
+            path = clue_submission.write_submission(
+                row, os.path.join(model_dir, "predictions"), self.ids, labels, file_name=name
+            )
+            announce(str(path), "predictions", f"{len(labels)} records")
+            if self.split == "test":
+                path = clue_submission.write_submission(
+                    row, os.path.join(model_dir, "submission"), self.ids, labels
+                )
+                announce(str(path), "submission file")
+        if not self.label_indices or min(self.label_indices) < 0:
+            return {}
+        targets = [task.postprocess_fn(i, example={"label": i}, is_target=True)
+                   for i in self.label_indices]  # fmt: skip
+        results = {}
+        for metric_fn in task.predict_metric_fns:
+            results.update({k: float(v) for k, v in metric_fn(targets, labels).items()})
+        return results
+
+
+# --- Reading comprehension -------------------------------------------------------------------
 
 # RunConfig.decoding -> ChID's decoding written to the prediction files. "paper": the
 # CLUE baseline script's global greedy assignment, which gave the paper's numbers.
 CHID_DECODING = {"paper": "baseline", "baseline": "baseline", "assignment": "assignment"}
 
 
-class ClueMrcRunTask:
+class ClueMrcRunTask(RunTask):
     """A CLUE reading-comprehension task: windows or choice sets in, official files out."""
 
     def __init__(self, run):
-        self.run, self.row = run, TASKS[run.task]
+        self.run, self.row = run, READING_TASKS[run.task]
         self.name = self.row.name
         (self.train_task,) = clue_mrc_tasks.register_clue_mrc(
             run.vocabulary_name,
@@ -87,9 +164,6 @@ class ClueMrcRunTask:
 
     def evaluation(self, split: str) -> MrcEvaluation:
         return MrcEvaluation(self, split)
-
-    def results_table(self, results: dict[str, float], split: str) -> str:
-        return metric_lines(self.name, results, split)
 
 
 class MrcEvaluation:
@@ -210,3 +284,7 @@ def _metrics(task: seqio.Task, targets, predictions) -> dict[str, float]:
     for metric_fn in task.predict_metric_fns:
         results.update({k: float(v) for k, v in metric_fn(targets, predictions).items()})
     return results
+
+
+register(CLASSIFICATION_TASKS, ClueClassificationRunTask)
+register(READING_TASKS, ClueMrcRunTask)
