@@ -82,6 +82,18 @@ def test_label_is_the_last_match_of_the_lowercased_answer(tmp_path: Path) -> Non
     assert c3.answer_label(["好", "坏"], "无效答案") == 3  # the filler pads to 4
 
 
+def test_what_the_baseline_reads_is_read(tmp_path: Path) -> None:
+    """run_c3.py reads a document without sentences as the context "" and one without
+    questions as no examples, and an empty question as such; so does the reader."""
+    empty = [[], [{"question": "", "choice": ["a", "b"], "answer": "b"}], "x-1"]
+    path = _write(tmp_path / "d-dev.json", [empty, [["甲"], [], "x-2"], DOCUMENT])
+    first, *rest = c3.read_examples([path], labelled=True)
+    assert (first.context, first.question, first.label) == ((), "", 1)
+    assert [q.record for q in rest] == [2] * len(DOCUMENT[1])
+    features = c3.question_features(first, lambda text: [7] * len(text), c3.SpecialIds(1, 2))
+    assert features["input_ids"][0, :4].tolist() == [1, 2, 2, 7]  # [CLS] [SEP] [SEP] a
+
+
 DOC = r"record 1 \(id '7-1'\): "
 
 
@@ -90,8 +102,8 @@ DOC = r"record 1 \(id '7-1'\): "
     [
         ({"a": 1}, "record 1: expected"),
         ([["甲"]], "record 1: expected"),
-        ([[], DOCUMENT[1], "7-1"], DOC + r"field '\[0\]': has 0 entries"),
-        ([DOCUMENT[0], [], "7-1"], DOC + r"field '\[1\]'"),
+        ([{}, DOCUMENT[1], "7-1"], DOC + r"field '\[0\]': expected an array"),
+        ([DOCUMENT[0], {}, "7-1"], DOC + r"field '\[1\]'"),
         ([DOCUMENT[0], DOCUMENT[1], 7], r"record 1: field '\[2\]'"),
         (
             [DOCUMENT[0], [{"question": "?", "choice": list("abcde"), "answer": "a"}], "7-1"],

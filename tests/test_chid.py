@@ -102,14 +102,36 @@ def test_reader_keeps_blanks_in_file_order_with_their_line(tmp_path: Path) -> No
             {"content": ["#idiom000001#"], "candidates": CANDIDATES},
             "line 2: field 'content[0]': #idiom000001# already at line 1",
         ),
-        ({"content": ["#idiom000009#"], "candidates": []}, "line 2: field 'candidates'"),
-        ({"content": ["#idiom000009#"], "candidates": ["好", ""]}, "line 2: field 'candidates[1]'"),
+        ({"content": ["#idiom000009#"], "candidates": {}}, "line 2: field 'candidates'"),
+        ({"content": ["#idiom000009#"], "candidates": ["好", 3]}, "line 2: field 'candidates[1]'"),
+        # More blanks than candidates: the decoding would leave one without a prediction
+        # (the submission writer's "-1 is not a candidate index", after all the training).
+        (
+            {"content": ["#idiom000009#", "#idiom000010#"], "candidates": ["好"]},
+            "line 2: field 'candidates': the line has 2 blanks but 1 candidates",
+        ),
+        ({"content": ["#idiom000009#"], "candidates": []}, "line 2: field 'candidates': the li"),
+        (
+            {"content": ["#idiom000009#"], "candidates": ["一二三四"] * 11},
+            "line 2: field 'candidates': has 11 candidates; the baseline's input holds at most 10",
+        ),
     ],
 )
 def test_reader_errors_name_file_line_and_field(tmp_path: Path, line, message) -> None:
     path = _write(tmp_path, [GOOD_LINES[0], line], None)
     with pytest.raises(DataFormatError, match=r"dev\.json: " + message.replace("[", r"\[")):
         chid.read_examples(path)
+
+
+def test_what_the_baseline_reads_is_read(tmp_path: Path) -> None:
+    """[PRE] reads a line without passages (no examples) and an empty candidate idiom (no
+    pieces); so does the reader."""
+    lines = [*GOOD_LINES, {"content": [], "candidates": CANDIDATES}]
+    lines.append({"content": ["好#idiom000005#"], "candidates": ["", "一心一意"]})
+    answers = {**GOOD_ANSWERS, "#idiom000005#": 0}
+    split = chid.read_examples(_write(tmp_path, lines, answers), tmp_path / "dev_answer.json")
+    assert split.num_lines == 4 and [b.line_index for b in split.blanks] == [0, 0, 0, 1, 3]
+    assert split.blanks[-1].candidates == ("", "一心一意") and split.blanks[-1].label == 0
 
 
 @pytest.mark.parametrize(

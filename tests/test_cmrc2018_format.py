@@ -133,10 +133,6 @@ BROKEN = [
         lambda d: _qa(d)["answers"][0].pop("text"),
         r"qas\[1\] \(id 'DEV_7_QUERY_1'\): field 'answers\[0\]\.text': missing",
     ),
-    (
-        lambda d: _qa(d)["answers"][0].update(text=""),
-        r"field 'answers\[0\]\.text': is empty",
-    ),
     (lambda d: _qa(d).pop("question"), r"qas\[1\] \(id 'DEV_7_QUERY_1'\): field 'question'"),
     (lambda d: _qa(d).update(id=7), r"qas\[1\]: field 'id': expected a string, got number"),
     (
@@ -167,6 +163,42 @@ def test_errors_name_file_record_and_field(tmp_path: Path, edit, message: str) -
         fmt.read_questions(_broken(tmp_path, edit), labelled=True)
 
 
+def _official_shapes(document) -> None:
+    """The shapes of the official files: an empty question (the trial file's
+    TRIAL_20_QUERY_0 and TRIAL_776_QUERY_4), answers with answer_start -1 (200 in dev.json),
+    first or not, an empty first answer text, an empty passage and an empty id."""
+    paragraph = document["data"][0]["paragraphs"][0]
+    first, second = paragraph["qas"]
+    first["question"] = ""
+    first["answers"].append({"text": "中国首都北京", "answer_start": -1})
+    second["answers"] = [{"text": "中国", "answer_start": -1}, {"text": "", "answer_start": 3}]
+    document["data"].append(
+        {"paragraphs": [{"context": " ", "qas": [{"id": "", "question": "？", "answers": [
+            {"text": "", "answer_start": 0}]}]}]}
+    )  # fmt: skip
+
+
+def test_official_shapes_are_read_and_counted(tmp_path: Path) -> None:
+    """What the evaluator scores and the baseline trains on is read, not refused; each
+    shape is counted in the summary the TFDS builder prints."""
+    path = _broken(tmp_path, _official_shapes)
+    split = fmt.read_questions(path, labelled=True)
+    first, second, third = split.questions
+    assert first.question == "" and first.answer_starts == (0, 0, -1)
+    assert second.answers == ("中国", "") and second.answer_starts == (-1, 3)
+    assert (third.qid, third.context, third.answers) == ("", " ", ("",))
+    assert split.empty_questions == ("DEV_7_QUERY_0",)
+    assert split.empty_contexts == ("",)
+    assert split.empty_first_answers == ("",)
+    # The empty text stands at its answer_start 0 (an empty slice); -1 does not.
+    assert split.misplaced_starts == split.negative_starts == ("DEV_7_QUERY_1",)
+    summary = split.summary()
+    assert "3 questions, 2 passages, 1 empty questions (read as an empty query" in summary
+    assert "1 empty passages" in summary and "1 empty first answers" in summary
+    assert "1 first answers not at their answer_start" in summary
+    assert "1 of them at answer_start -1" in summary
+
+
 def test_unreadable_files(tmp_path: Path) -> None:
     (tmp_path / "dev.json").write_text('{"data": [', encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"dev\.json: malformed JSON at line 1"):
@@ -188,6 +220,15 @@ def test_baseline_answer_search() -> None:
     assert fmt.baseline_answer_chars(context, "上海", 4) == (2, 2)
     with pytest.raises(ValueError, match="does not lie in the context"):
         fmt.baseline_answer_chars(context, "北京", 30)
+    # answer_start -1: json2features's negative positions count from the passage's end
+    # (start -4, end -3 after the 3 steps left), as Python indexes them.
+    assert fmt.baseline_answer_chars("在北京的天安门。", "北京", -1) == (4, 5)
+    # A long answer's end stays near the start: the span comes out reversed.
+    assert fmt.baseline_answer_chars("在北京的天安门。", "北京的天安门", -1) == (4, 1)
+    # An empty text matches where it stands.
+    assert fmt.baseline_answer_chars(context, "", 2) == (2, 1)
+    with pytest.raises(ValueError, match="does not lie in the context"):
+        fmt.baseline_answer_chars(" ", "", 0)  # the start runs past the whitespace
 
 
 def test_tfds_builder_prepares_one_split(tmp_path: Path) -> None:

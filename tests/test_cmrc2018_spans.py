@@ -145,6 +145,32 @@ def test_training_answer_search_and_punctuation_start() -> None:
         spans.split_windows(bad, tiny_tokenize, SPECIAL, training=True, **SMALL)
 
 
+def test_official_shapes_train_and_decode_as_the_baseline() -> None:
+    """An empty question is ``[CLS] [SEP] passage [SEP]``; a first answer with answer_start
+    -1 is placed from the passage's end, as json2features's negative indexes place it; an
+    empty passage gives the baseline's "empty" answer and cannot be trained on."""
+    context = "天地玄黄宇宙"
+    questions = [
+        _question("empty", "", "地玄", context=context),
+        _question("minus", "谁", "地玄", start=-1, context=context),
+    ]
+    windows = spans.split_windows(questions, tiny_tokenize, SPECIAL, training=True, **SMALL)
+    assert _tokens(windows["input_ids"][0][:9]) == ["[CLS]", "[SEP]", *context, "[SEP]"]
+    assert windows["token_type_ids"][0][:9].tolist() == [0, 0] + [1] * 7
+    assert (windows["start_position"][0], windows["end_position"][0]) == (3, 4)  # 地玄
+    # -1 -> characters -4 and -3 after the 3 steps left: 玄黄, the question's window.
+    assert (windows["start_position"][1], windows["end_position"][1]) == (5, 6)
+    # A long answer's end stays near the passage's start: the label comes out reversed.
+    passage = spans.tokenize_passage(context, tiny_tokenize)
+    assert spans.answer_pieces(passage, "天地玄黄宇", -1) == (2, 0)
+    empty = [_question("blank", "谁", "天", start=0, context="")]
+    windows = spans.split_windows(empty, tiny_tokenize, SPECIAL, training=False, **SMALL)
+    start = np.zeros(windows["input_ids"].shape, np.float32)
+    assert spans.predict_answers(empty, windows, start, start, VOCAB) == {"blank": "empty"}
+    with pytest.raises(ValueError, match="question 'blank': answer '天'"):
+        spans.split_windows(empty, tiny_tokenize, SPECIAL, training=True, **SMALL)
+
+
 def _logits(windows, starts: dict[tuple[int, int], float], ends: dict[tuple[int, int], float]):
     """Start and end logits: -10 everywhere except the given (window, position) entries."""
     start = np.full(windows["input_ids"].shape, -10.0, np.float32)

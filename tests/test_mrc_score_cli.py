@@ -86,6 +86,23 @@ def test_cmrc2018_wrong_and_missing(tmp_path, capsys):
     assert "'TRIAL_9_QUERY_9'" in err
 
 
+def test_cmrc2018_official_shapes_are_scored(tmp_path, capsys):
+    """An empty question (the official trial file's TRIAL_20_QUERY_0, TRIAL_776_QUERY_4)
+    and answers with answer_start -1 (the official dev file's): the evaluator scores them."""
+    document = json.loads(CMRC2018_DEV.read_text(encoding="utf-8"))
+    first, second = document["data"][0]["paragraphs"][0]["qas"][:2]
+    first["question"] = ""
+    first["answers"][0]["answer_start"] = -1
+    second["answers"][1] = {"text": "别的答案", "answer_start": -1}
+    gold = _dump(tmp_path / "dev.json", document)
+    answers = _cmrc2018_first_answers()
+    answers[first["id"]] = ""  # an empty prediction for the empty question: EM 0, F1 0
+    answers[second["id"]] = "别的答案"  # the -1 answer is a gold answer like any other
+    status, out, err = _score(capsys, "cmrc2018", gold, _dump(tmp_path / "p.json", answers))
+    assert (status, err) == (0, "")
+    assert json.loads(out) == {"AVERAGE": 87.5, "F1": 87.5, "EM": 87.5, "TOTAL": 8, "SKIP": 0}
+
+
 def test_cmrc2018_malformed_and_foreign_predictions(tmp_path, capsys):
     answers = _cmrc2018_first_answers()
     answers["DEV_0_QUERY_1"] = ["a list"]

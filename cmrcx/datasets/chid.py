@@ -49,8 +49,13 @@ MANUAL_INSTRUCTIONS = (
 class Chid(VersionedClueBuilder):
     """ChID idiom cloze: one multiple-choice record per blank."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "Official files read unchanged; file order kept."}
+    # A new version re-reads files prepared by an older reader, whose checks they skipped.
+    VERSION = tfds.core.Version("1.1.0")
+    RELEASE_NOTES = {
+        "1.0.0": "Official files read unchanged; file order kept.",
+        "1.1.0": "A line with more blanks than candidates, or more than 10 candidates, is "
+        "refused when read (not when decoded); empty content and candidates are read.",
+    }
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_INSTRUCTIONS
     BUILDER_CONFIGS = version_configs("chid", VERSIONS)
     DATASET, PREFIX = "ChID", "chid"

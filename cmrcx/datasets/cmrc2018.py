@@ -3,8 +3,10 @@
 DATA_DIR is the unpacked official folder holding train.json, dev.json ("validation"),
 test.json and trial.json ("trial"); nothing is downloaded (no network is assumed). Every file
 goes through `cmrcx.benchmarks.clue.cmrc2018_format.read_questions`, so a malformed record
-fails the build with that reader's `DataFormatError` (file, record, field), and the count of
-first answers not at their ``answer_start`` is printed when a split is built.
+fails the build with that reader's `DataFormatError` (file, record, field), and its summary
+(`Cmrc2018Split.summary`: empty questions, passages and first answers, first answers not at
+their ``answer_start``, all read as the official scripts read them) is printed when a split
+holding any of them is built.
 
 Records, one per question in file order (``disable_shuffling``): ``id`` (the question id,
 the predictions' key), ``context_id``, ``context``, ``question``, ``answers`` (texts; empty in
@@ -91,7 +93,7 @@ class Cmrc2018(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self, data_dir: str, split: str):
         records = read_split(data_dir, split)
-        if records.misplaced_starts:
+        if records.notes():
             print(records.summary(), flush=True)
         for index, question in enumerate(records.questions):
             yield (

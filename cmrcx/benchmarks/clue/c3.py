@@ -132,6 +132,9 @@ def _question(field: str, value: Any, labelled: bool) -> dict[str, Any]:
         if not isinstance(answer, str):
             raise FieldError(f"{field}.answer", f"expected a string, got {json_type(answer)}")
         label = answer_label(choices, answer)
+        # Refused as [RUN] cannot use it either: with no match its label stays the integer
+        # -1, which `convert_to_unicode` rejects (ValueError); an answer matching only the
+        # filler would be a label on a slot the model masks here (choice_mask 0).
         if label is None or label >= len(choices):
             raise FieldError(f"{field}.answer", f"{answer!r} is not one of the choices {choices}")
     question_id = value.get("id")
@@ -149,9 +152,11 @@ def _question(field: str, value: Any, labelled: bool) -> dict[str, Any]:
 def _document(value: Any, labelled: bool) -> tuple[str | None, tuple[str, ...], list[dict]]:
     if not isinstance(value, list) or len(value) not in (2, 3):
         raise FieldError("", "expected [[sentences], [questions], id] (an array of 2 or 3)")
-    context = _strings("[0]", value[0], 1)
-    if not isinstance(value[1], list) or not value[1]:
-        raise FieldError("[1]", f"expected a non-empty array of questions, got {value[1]!r}")
+    # [RUN] reads no sentences as the context "" ("\n".join) and no questions as no examples;
+    # so does this reader.
+    context = _strings("[0]", value[0], 0)
+    if not isinstance(value[1], list):
+        raise FieldError("[1]", f"expected an array of questions, got {json_type(value[1])}")
     document_id = value[2] if len(value) == 3 else None
     if document_id is not None and not isinstance(document_id, str):
         raise FieldError("[2]", f"expected the document id string, got {json_type(document_id)}")

@@ -110,8 +110,10 @@ def split_files(split: str, version: str = "1.1", data_dir: str | None = None) -
 
 
 def _passages(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value:
-        raise FieldError("content", f"expected a non-empty array of passages, got {value!r}")
+    # [PRE] loops over ``content``: an empty one gives the line no examples (as a passage
+    # without blanks does), and is read as such.
+    if not isinstance(value, list):
+        raise FieldError("content", f"expected an array of passages, got {json_type(value)}")
     for k, passage in enumerate(value):
         field = f"content[{k}]"
         if not isinstance(passage, str):
@@ -124,12 +126,32 @@ def _passages(value: Any) -> tuple[str, ...]:
 
 
 def _candidates(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value:
-        raise FieldError("candidates", f"expected a non-empty array of idioms, got {value!r}")
+    if not isinstance(value, list):
+        raise FieldError("candidates", f"expected an array of idioms, got {json_type(value)}")
+    # [PRE] pads to max_num_choices and asserts it has no more: a longer list fails there.
+    if len(value) > MAX_NUM_CHOICES:
+        raise FieldError(
+            "candidates",
+            f"has {len(value)} candidates; the baseline's input holds at most {MAX_NUM_CHOICES}",
+        )
     for k, idiom in enumerate(value):
-        if not isinstance(idiom, str) or not idiom.strip():
-            raise FieldError(f"candidates[{k}]", f"expected a non-empty string, got {idiom!r}")
+        # An empty idiom is tokenized by [PRE] to no pieces ("[CLS] [SEP] context [SEP]"),
+        # not refused: it is read as such.
+        if not isinstance(idiom, str):
+            raise FieldError(f"candidates[{k}]", f"expected a string, got {json_type(idiom)}")
     return tuple(value)
+
+
+def _check_fillable(blanks: int, candidates: tuple[str, ...]) -> None:
+    """A line's blanks share its candidates, each filling at most one blank ([PRE]
+    `logits_matrix_to_array`): with more blanks than candidates some blank gets no
+    prediction, [PRE] writes none for it and its `evaluate` fails (as would a submission)."""
+    if blanks > len(candidates):
+        raise FieldError(
+            "candidates",
+            f"the line has {blanks} blanks but {len(candidates)} candidates; each candidate "
+            "fills at most one blank, so a blank would be left without a prediction",
+        )
 
 
 def _read_answers(path: str, blanks: list[tuple[str, int, int]], data_path: str) -> list[int]:
@@ -165,7 +187,9 @@ def read_examples(path: str | os.PathLike[str], answer_path: str | None = None) 
 
     Raises:
       DataFormatError: naming the file, the line (or answer key) and the field: bad JSON,
-        a malformed or repeated tag, empty candidates, a missing, extra or out-of-range answer.
+        a malformed or repeated tag, more than `MAX_NUM_CHOICES` candidates, more blanks in
+        a line than candidates, a missing, extra or out-of-range answer. These are checked
+        here, before any training, rather than where the features or the decoding need them.
     """
     path = os.fspath(path)
     rows: list[tuple[int, int, int, str, str, tuple[str, ...]]] = []
@@ -179,12 +203,15 @@ def read_examples(path: str | os.PathLike[str], answer_path: str | None = None) 
                     raise FieldError(field, "missing")
             passages = _passages(record["content"])
             candidates = _candidates(record["candidates"])
+            line_rows = []
             for k, passage in enumerate(passages):
                 for tag in TAG_PATTERN.findall(passage):
                     if tag in seen:
                         raise FieldError(f"content[{k}]", f"{tag} already at line {seen[tag]}")
                     seen[tag] = index + 1
-                    rows.append((index, index + 1, k, tag, passage, candidates))
+                    line_rows.append((index, index + 1, k, tag, passage, candidates))
+            _check_fillable(len(line_rows), candidates)
+            rows.extend(line_rows)
         except FieldError as e:
             raise DataFormatError(
                 f"{path}: line {index + 1}: field {e.field!r}: {e.detail}"

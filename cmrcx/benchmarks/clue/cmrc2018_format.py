@@ -16,19 +16,36 @@ cmrc2018_preprocess.py``, commit 016c3ba, ``json2features``: ``context``, ``ques
 ``answers[0].text`` / ``answer_start``) read. The article and paragraph ``id`` and ``title``
 are not used by either and are optional here (checked to be strings when present); the
 context id is the paragraph's id, else the article's, else ``"data[i].paragraphs[j]"``.
-Labelled files (train, dev, trial) need at least one answer per question, the first with
-non-empty text; in the test file ``answers`` may be missing or empty.
+Labelled files (train, dev, trial) need at least one answer per question; in the test file
+``answers`` may be missing or empty.
 
 A malformed record raises one `DataFormatError` naming the file, the record
 (``data[3].paragraphs[0].qas[2] (id 'DEV_3_QUERY_2')``) and the field. Question ids must
 be unique: predictions are a ``{id: text}`` object.
+
+Empty strings are read as the evaluator and the baseline read them, and counted in
+`Cmrc2018Split.summary`: the official trial file (ymcui/cmrc2018 @c0eb1b6
+``squad-style-data/cmrc2018_trial.json``, CLUE's trial.json) has two questions whose
+``question`` is "" (TRIAL_20_QUERY_0, TRIAL_776_QUERY_4). The evaluator (ymcui/cmrc2018
+``squad-style-data/cmrc2018_evaluate.py`` @5c81039, ``evaluate``) scores every question
+whatever its text (it computes ``qas['question'].strip()`` and never uses it), and the
+baseline tokenizes an empty question to no pieces and trains on ``[CLS] [SEP] passage
+[SEP]``. An empty context is scored too (the evaluator never reads it; the baseline's
+``write_predictions`` gives a question without windows the answer "empty"); only training on
+it fails, as the baseline's does. An empty answer text is a gold answer to the evaluator
+(EM 1 for a prediction that is empty once punctuation is removed, F1 0) and a span to
+``json2features``. An empty ``id`` is a key like any other to both.
 
 ``answer_start`` that does not point at the answer text is not an error: the baseline
 (``json2features``, training only) looks for the text up to 3 characters to the left of it
 and, if still not found, trains on the span 3 characters to the left anyway (counting a
 "mis_match"); `baseline_answer_chars` does the same. The reader counts such first answers in
 `Cmrc2018Split.summary`. Other answers and their starts are not used by the baseline
-(``answers[0]`` only) nor by the evaluator (texts only).
+(``answers[0]`` only) nor by the evaluator (texts only). ``answer_start`` -1 marks an answer
+whose text was not located in the passage (some answers of the official dev file): the
+evaluator ignores it; for a first answer used in training, ``json2features`` indexes the
+context with the negative positions as Python does (from the passage's end), and so does
+`baseline_answer_chars`; those are counted separately in the summary.
 """
 
 from __future__ import annotations
@@ -92,17 +109,57 @@ class Cmrc2018Split:
     questions: tuple[Cmrc2018Question, ...]
     misplaced_starts: tuple[str, ...] = ()
 
+    @property
+    def empty_questions(self) -> tuple[str, ...]:
+        """Ids of questions whose text is empty or whitespace-only (read as an empty query)."""
+        return tuple(q.qid for q in self.questions if not q.question.strip())
+
+    @property
+    def empty_contexts(self) -> tuple[str, ...]:
+        """Ids of questions whose passage is empty or whitespace-only."""
+        return tuple(q.qid for q in self.questions if not q.context.strip())
+
+    @property
+    def empty_first_answers(self) -> tuple[str, ...]:
+        """Ids of labelled questions whose first answer text is empty or whitespace-only."""
+        return tuple(q.qid for q in self.questions if q.answers and not q.answers[0].strip())
+
+    @property
+    def negative_starts(self) -> tuple[str, ...]:
+        """Ids of questions whose first answer has a negative ``answer_start`` (-1: not
+        located), a subset of `misplaced_starts`."""
+        return tuple(q.qid for q in self.questions if q.answers and q.answer_starts[0] < 0)
+
+    def notes(self) -> list[str]:
+        """What the summary adds to the counts: each kind of record read as the official
+        scripts read it, with how many there are; empty when there is none."""
+        notes = []
+        for ids, what in (
+            (self.empty_questions, "empty questions (read as an empty query, as the baseline)"),
+            (self.empty_contexts, "empty passages (scored; the baseline cannot train on them)"),
+            (self.empty_first_answers, "empty first answers (gold texts to the evaluator)"),
+        ):
+            if ids:
+                notes.append(f"{len(ids):,} {what}, e.g. {ids[0]!r}")
+        if self.misplaced_starts:
+            note = (
+                f"{len(self.misplaced_starts):,} first answers not at their answer_start "
+                f"(searched up to {ANSWER_SEARCH_LIMIT} characters to the left, as the "
+                "baseline does)"
+            )
+            if self.negative_starts:
+                note += (
+                    f", {len(self.negative_starts):,} of them at answer_start -1 (placed from "
+                    "the passage's end for training, as the baseline's negative index does)"
+                )
+            notes.append(note)
+        return notes
+
     def summary(self) -> str:
         """One line for a log, e.g. ``.../train.json: 10,142 questions, 2,403 passages``."""
         passages = len({q.context_id for q in self.questions})
         text = f"{self.path}: {len(self.questions):,} questions, {passages:,} passages"
-        if self.misplaced_starts:
-            text += (
-                f", {len(self.misplaced_starts):,} first answers not at their answer_start "
-                f"(searched up to {ANSWER_SEARCH_LIMIT} characters to the left, as the "
-                "baseline does)"
-            )
-        return text
+        return ", ".join([text, *self.notes()])
 
 
 def baseline_answer_chars(context: str, text: str, answer_start: int) -> tuple[int, int]:
@@ -110,28 +167,36 @@ def baseline_answer_chars(context: str, text: str, answer_start: int) -> tuple[i
 
     As ``json2features`` (is_training): while ``context[start:end + 1] != text`` move the
     span one character left, at most `ANSWER_SEARCH_LIMIT` times (then keep it, found or
-    not); then move the start past whitespace (" ", tab, CR, LF), the end staying.
+    not); then move the start past whitespace (" ", tab, CR, LF), the end staying. The
+    script indexes ``context`` and ``char_to_word_offset`` with these positions as Python
+    does, so a negative one counts from the passage's end: an ``answer_start`` of -1 (the
+    data's "not located") ends up at ``len(context) - 4``, and ``last`` may then come before
+    ``first``. Both are returned as the characters they point at, in [0, len(context)).
 
     >>> baseline_answer_chars("在北京。", "北京", 2)
     (1, 2)
+    >>> baseline_answer_chars("在北京的天安门。", "北京", -1)  # start -4, end -3
+    (4, 5)
 
     Raises:
-      ValueError: the span ends up outside the context (the baseline would crash there).
+      ValueError: a position ends up past either end of the context (the baseline's
+        ``context[start_position]`` or ``char_to_word_offset[...]`` fails there).
     """
     start = answer_start
     end = start + len(text) - 1
     for _ in range(ANSWER_SEARCH_LIMIT):
-        if start >= 0 and context[start : end + 1] == text:
+        if context[start : end + 1] == text:
             break
         start, end = start - 1, end - 1
-    while 0 <= start < len(context) and context[start] in " \t\r\n":
+    size = len(context)
+    while -size <= start < size and context[start] in " \t\r\n":
         start += 1
-    if not (0 <= start < len(context) and 0 <= end < len(context)) or end < start:
+    if not (-size <= start < size and -size <= end < size):
         raise ValueError(
             f"answer {text!r} with answer_start {answer_start} does not lie in the context "
-            f"({len(context)} characters), even {ANSWER_SEARCH_LIMIT} characters to the left"
+            f"({size} characters), even {ANSWER_SEARCH_LIMIT} characters to the left"
         )
-    return start, end
+    return start % size, end % size
 
 
 def _field(record: dict, key: str, expected: type, name: str | None = None) -> Any:
@@ -204,20 +269,16 @@ def _answers(record: dict, labelled: bool) -> tuple[tuple[str, ...], tuple[int, 
                 f"expected an integer, got {json_type(answer['answer_start'])}",
             )
         starts.append(answer["answer_start"])
-    if labelled and not texts[0]:
-        raise FieldError("answers[0].text", "is empty (the baseline trains on the first answer)")
     return tuple(texts), tuple(starts)
 
 
 def _question(record: Any, context: str, context_id: str, position: str, labelled: bool):
     if not isinstance(record, dict):
         raise FieldError("", f"expected an object, got {json_type(record)}")
+    # Empty strings are read, not refused (see the module docstring): the evaluator and the
+    # baseline accept them, and the official trial file has two empty questions.
     qid = _field(record, "id", str)
-    if not qid.strip():
-        raise FieldError("id", "is empty or whitespace-only")
     question = _field(record, "question", str)
-    if not question.strip():
-        raise FieldError("question", "is empty or whitespace-only")
     answers, starts = _answers(record, labelled)
     return Cmrc2018Question(qid, context_id, context, question, answers, starts, position)
 
@@ -235,8 +296,6 @@ def _paragraph_questions(path, paragraph, position, article_id, labelled):
         if not isinstance(paragraph, dict):
             raise FieldError("", f"expected an object, got {json_type(paragraph)}")
         context = _field(paragraph, "context", str)
-        if not context.strip():
-            raise FieldError("context", "is empty or whitespace-only")
         context_id = _optional_id(paragraph, "id") or article_id or position
         qas = _field(paragraph, "qas", list)
     except FieldError as e:

@@ -22,18 +22,25 @@ Sources, CLUEbenchmark/CLUE ``baselines/models_pytorch/mrc_pytorch/``:
 4. Training labels (`answer_pieces`): the first answer only, found by
    `cmrc2018_format.baseline_answer_chars`; a start on a doc token "。", "，", "：", ":", ".",
    "," moves to the next token. Every window is kept: one without the whole answer is labelled
-   (0, 0), the [CLS] slot. (``_improve_answer_span`` is called with the context instead of
-   the answer text, so it never changes a span: it is left out.)
+   (0, 0), the [CLS] slot. An ``answer_start`` of -1 is placed where [PRE]'s negative indexes
+   put it, from the passage's end (its end may then come before its start, and the label
+   with it); [PRE] neither drops nor searches for such an answer (ymcui/cmrc2018's own
+   baseline, ``baseline/run_cmrc2018_drcd_baseline.py`` @04bf5f1 ``read_squad_examples``,
+   would search the text and skip it when absent; CLUE's is the one reproduced here). The
+   reader counts them (`Cmrc2018Split.summary`). An empty question is no pieces: the window is
+   ``[CLS] [SEP] passage [SEP]``, as [PRE] builds it. (``_improve_answer_span`` is called
+   with the context instead of the answer text, so it never changes a span: it is left out.)
 5. Decoding (`nbest_answers`): per window the 20 best start and 20 best end positions over
    the whole row (padding included); a pair counts if both are passage pieces, the start is
    in its max-context window, end >= start and it spans at most 50 pieces; pairs sort by
    start + end logit (stable), and the first 20 distinct texts are the n-best; none gives
-   "empty". A text is the span's doc tokens joined *without* the whitespace between them,
-   cut to the predicted pieces by ``get_final_text`` (the BERT-normalised pieces are looked
-   up in the BERT-normalised doc tokens; if they are not found or the lengths differ, the
-   whole doc tokens). So it is original characters with their casing, no "##" and no spaces
-   added, but also none kept: "Harry Potter" comes out "HarryPotter". ``keep_whitespace=True``
-   returns the context slice instead (not the baseline's choice).
+   "empty" (an empty passage has one window without passage pieces here, none in [PRE]:
+   "empty" either way). A text is the span's doc tokens joined *without* the whitespace
+   between them, cut to the predicted pieces by ``get_final_text`` (the BERT-normalised
+   pieces are looked up in the BERT-normalised doc tokens; if they are not found or the
+   lengths differ, the whole doc tokens). So it is original characters with their casing, no
+   "##" and no spaces added, but also none kept: "Harry Potter" comes out "HarryPotter".
+   ``keep_whitespace=True`` returns the context slice instead (not the baseline's choice).
 
 Known difference: a U+2581 ("▁") in a context is whitespace to the baseline, which also drops
 it from ``char_to_word_offset``, shifting every later training label by one character; here
@@ -173,12 +180,18 @@ def tokenize_passage(context: str, tokenize_words: TokenizeWords) -> Passage:
 def answer_pieces(passage: Passage, text: str, answer_start: int) -> tuple[int, int]:
     """[PRE] training positions: (first piece, last piece) of an answer in the passage.
 
+    The doc tokens are indexed as [PRE] indexes its lists, a negative index from the end:
+    a character before the first doc token maps to token -1, the last one.
+
     Raises:
-      ValueError: the answer is not inside the context (see `baseline_answer_chars`) or
-        starts on the last doc token, which is punctuation (the baseline would crash).
+      ValueError: the answer is not inside the context (see `baseline_answer_chars`), the
+        passage has no doc tokens, or the answer starts on the last doc token, which is
+        punctuation (the baseline would crash on each).
     """
     first, last = baseline_answer_chars(passage.context, text, answer_start)
     doc = passage.doc
+    if not len(doc.starts):
+        raise ValueError(f"answer {text!r}: the passage has no tokens to place it on")
     start_doc, end_doc = int(doc.char_to_doc[first]), int(doc.char_to_doc[last])
     if passage.context[doc.starts[start_doc] : doc.ends[start_doc]] in START_SKIP_TOKENS:
         start_doc += 1

@@ -134,11 +134,10 @@ def _string(field: str, value: Any) -> str:
 
 
 def _keyword_list(field: str, value: Any) -> tuple[str, ...]:
-    """CSL's ``keyword``: a non-empty array of strings ([README] example)."""
+    """CSL's ``keyword``: an array of strings ([README] example). An empty one is read: [TF]
+    CslProcessor joins it to the first segment "", and trains and predicts on it."""
     if not isinstance(value, list):
         raise FieldError(field, f"expected an array of strings, got {json_type(value)}")
-    if not value:
-        raise FieldError(field, "is an empty array")
     for i, keyword in enumerate(value):
         if not isinstance(keyword, str):
             raise FieldError(field, f"keyword {i} is {json_type(keyword)}, expected string")
@@ -146,7 +145,12 @@ def _keyword_list(field: str, value: Any) -> tuple[str, ...]:
 
 
 def _wsc_target(field: str, value: Any) -> WscTarget:
-    """CLUEWSC2020's ``target`` object with its four span keys ([README] example)."""
+    """CLUEWSC2020's ``target`` object with its four span keys ([README] example).
+
+    An empty span text is read: [TF] WSCProcessor's assertion holds for it and the markers
+    go around nothing. A negative index is refused: the assertion could pass only through
+    Python's negative slicing, and the ``list.insert`` calls would then mark other text.
+    """
     if not isinstance(value, dict):
         raise FieldError(field, f"expected an object, got {json_type(value)}")
     spans: dict[str, Any] = {}
@@ -160,8 +164,8 @@ def _wsc_target(field: str, value: Any) -> WscTarget:
             raise FieldError(
                 f"{field}.{index_key}", f"expected a non-negative integer, got {index!r}"
             )
-        if not isinstance(text, str) or not text:
-            raise FieldError(f"{field}.{text_key}", f"expected a non-empty string, got {text!r}")
+        if not isinstance(text, str):
+            raise FieldError(f"{field}.{text_key}", f"expected a string, got {json_type(text)}")
         spans[index_key], spans[text_key] = index, text
     return WscTarget(**spans)
 
