@@ -254,6 +254,21 @@ class T5SentencePieceVocabulary(seqio.SentencePieceVocabulary):
         return hash((hashlib.sha1(self._model_bytes).hexdigest(), self.extra_ids))
 
 
+def special_id_differences(config, vocab: T5SentencePieceVocabulary) -> list[str]:
+    """Where a T5 config's pad / eos ids are not the vocabulary's, one phrase each.
+
+    config: a `cmrcx.models.t5.T5Config` (any object with pad_token_id, eos_token_id).
+    T5's default ids (pad 0, eos 1) against LongLM's spiece.model give
+    ["pad_token_id 0, the vocabulary's '<pad>' is 5", "eos_token_id 1, ... '</s>' is 2"].
+    """
+    ids = {"pad_token_id": ("<pad>", vocab.pad_id), "eos_token_id": ("</s>", vocab.eos_id)}
+    return [
+        f"{name} {getattr(config, name)}, the vocabulary's {piece!r} is {token_id}"
+        for name, (piece, token_id) in ids.items()
+        if getattr(config, name) != token_id
+    ]
+
+
 def _with_special_ids(
     piece_ids: tf.RaggedTensor, is_special: tf.Tensor, special_ids: tf.Tensor
 ) -> tf.RaggedTensor:
