@@ -13,7 +13,7 @@ import pytest
 
 from cmrcx import launch
 from cmrcx.model_api.seq2seq import Seq2SeqModel
-from cmrcx.training import run_tasks
+from cmrcx.training import input_pipeline, run_tasks
 from cmrcx.training.runner import Runner
 
 torch = pytest.importorskip("torch")
@@ -178,6 +178,40 @@ def test_tiny_run_trains_evaluates_and_restores(tmp_path):
     restored_runner = Runner(run, for_training=False)
     step, restored = restored_runner.restore()
     assert step == 3 and restored_runner.evaluate(restored, step) == pytest.approx(trained)
+
+
+def test_tiny_run_with_longlm_layout(tmp_path, capsys):
+    """LongLM's spiece.model layout (pad 5, eos 2, unk 0) and a model with those ids:
+    trains and evaluates; the corpus's unknown characters (id 0) are real tokens of the
+    padded examples. With T5's ids left in the model config, a note says so."""
+    from test_sentencepiece_vocab import train_xlnet_layout_model
+
+    spiece = train_xlnet_layout_model(tmp_path / "spiece")  # 500 pieces + 100 sentinels
+    vocab = [f"VOCAB_FILE = '{spiece}'", "cmrcx.T5Config.vocab_size = 600"]
+    ids = [f"cmrcx.T5Config.{name} = {value}" for name, value in LONGLM_IDS.items()]
+    run = tiny_run(tmp_path / "pretrain", *vocab, *ids)
+    runner = Runner(run)
+    assert "note:" not in capsys.readouterr().out
+    batches = input_pipeline.eval_batches(
+        runner.task.score_task, "validation", 64, ("inputs", "inputs_mask")
+    )
+    _, host = next(batches)
+    real = host["inputs"][host["inputs_mask"] > 0]
+    assert (real == 0).sum() > 20 and (host["inputs"][host["inputs_mask"] == 0] == 0).all()
+    state, losses = runner.train()
+    assert all(np.isfinite(loss) for _, loss in losses)
+    results = runner.evaluate(state, 3)
+    for objective in ("infilling", "continuation"):
+        assert 100 < results[f"{objective}_perplexity"] < 2000
+        path = tmp_path / "pretrain" / "predictions" / f"longlm_{objective}_tiny_validation.jsonl"
+        for line in path.read_text(encoding="utf-8").splitlines():
+            generated = json.loads(line)["ids"]
+            assert 2 not in generated[:-1] and len(generated) <= 32  # cut at EOS 2
+    gin.clear_config()
+    run_tasks.build_run_task(tiny_run(tmp_path / "other", *vocab))
+    note = capsys.readouterr().out
+    assert "note: the model's pad_token_id 0, the vocabulary's '<pad>' is 5" in note
+    assert "eos_token_id 1, the vocabulary's '</s>' is 2" in note
 
 
 def test_validation_split_is_required(tmp_path):
