@@ -14,6 +14,13 @@ id list, "ids": the generated ids (EOS included when one was generated), "text":
 ids decoded as T5Tokenizer's `decode(ids, skip_special_tokens=True)` (pad, EOS, unk and
 the sentinels dropped)}.
 
+Special ids are the export's (a converted release's config.json): decoding starts
+from decoder_start_token_id, stops at eos_token_id and fills after it with
+pad_token_id. Inputs are padded under an explicit attention mask, so every id of a
+line is attended, 0 included (<unk> in LongLM's spiece.model, whose ids are <unk> 0,
+</s> 2, <pad> 5). When the export's pad / eos ids are not its spiece.model's, a note
+says so (text lines still end in the vocabulary's EOS, as T5Tokenizer appends it).
+
 Decoding options are a gin-configurable `GenerationConfig` (default: greedy);
 `--gin_file=runs/lot_generation.gin` is the LOT paper's top-k sampling. Flags
 (--decoding greedy|sample|beam, --top_k, --top_p, --temperature, --num_beams,
