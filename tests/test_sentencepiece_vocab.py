@@ -14,11 +14,13 @@ The SentencePiece models are trained here (unigram, 500 pieces) on the project's
 sample stories, cmrcx/data/longlm_sample/, in two layouts (`LAYOUTS`): T5's (pad, eos,
 unk = 0, 1, 2) and Chinese XLNet's, which LongLM's spiece.model most likely is (unk 0,
 <s> 1, </s> 2, <pad> 5); every parity test runs on both. A failure prints the text to
-reproduce it.
+reproduce it. With CMRCX_LONGLM_SPIECE set to a LongLM release's spiece.model, the
+parity tests also run on that file (`test_released_longlm_model`).
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 import re
@@ -425,6 +427,23 @@ def test_bad_model_files(tmp_path: Path) -> None:
         T5SentencePieceVocabulary(str(garbage))
     with pytest.raises(FileNotFoundError, match="nowhere.model"):
         T5SentencePieceVocabulary(str(tmp_path / "nowhere.model"))
+
+
+@pytest.mark.skipif(
+    not os.environ.get("CMRCX_LONGLM_SPIECE"),
+    reason="set CMRCX_LONGLM_SPIECE to the spiece.model of a LongLM release",
+)
+def test_released_longlm_model(texts: list[str]) -> None:
+    """The released file, when given: Chinese XLNet's layout, and T5Tokenizer's ids."""
+    path = os.environ["CMRCX_LONGLM_SPIECE"]
+    vocab, reference = T5SentencePieceVocabulary(path), T5Tokenizer46(path)
+    assert (vocab.pad_id, vocab.eos_id, vocab.unk_id) == (5, 2, 0)
+    assert vocab.piece_size == 32000 and vocab.sentinel_id(0) == 32099
+    for text in texts:
+        ids = reference.encode(text)
+        assert vocab.encode(text) == reference.encode(text, add_special_tokens=False), repr(text)
+        kept = [i for i in ids[: ids.index(vocab.eos_id)] if i != vocab.pad_id]
+        assert vocab.decode(ids) == reference.decode(kept), repr(text)
 
 
 def test_sample_is_packaged() -> None:
