@@ -207,6 +207,8 @@ def pad_to_lengths(example: dict, lengths: dict[str, int]) -> dict:
 
     {"inputs": [5, 9, 1]} with {"inputs": 5} -> {"inputs": [5, 9, 1, 0, 0],
     "inputs_mask": [1, 1, 1, 0, 0]}. Longer features fail (check_lengths rules them out).
+    The mask comes from the length, never from the ids: 0 is a token like any other
+    (<unk> in LongLM's spiece.model), and the padding id is not the model's pad.
     """
     out = dict(example)
     for key, length in lengths.items():
