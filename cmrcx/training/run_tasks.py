@@ -36,6 +36,7 @@ from cmrcx.launch import resolve_path
 from cmrcx.model_api.classification import ClassificationModel
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.model_api.seq2seq import Seq2SeqModel
+from cmrcx.t5_vocabulary import special_id_differences
 from cmrcx.tasks import clue as clue_tasks
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 from cmrcx.tasks import longlm as longlm_tasks
@@ -206,6 +207,8 @@ def pad_to_lengths(example: dict, lengths: dict[str, int]) -> dict:
 
     {"inputs": [5, 9, 1]} with {"inputs": 5} -> {"inputs": [5, 9, 1, 0, 0],
     "inputs_mask": [1, 1, 1, 0, 0]}. Longer features fail (check_lengths rules them out).
+    The mask comes from the length, never from the ids: 0 is a token like any other
+    (<unk> in LongLM's spiece.model), and the padding id is not the model's pad.
     """
     out = dict(example)
     for key, length in lengths.items():
@@ -254,6 +257,7 @@ class LongLMPretrainRunTask:
             target_length=run.target_length,
         )
         self.row_tasks = [longlm_tasks.task_name(row, run.vocabulary_name) for row in self.rows]
+        _note_special_id_differences(run, self.row_tasks[0])
         self.lengths = {"inputs": run.max_length, "targets": run.target_length}
         splits = ["train"] + (["validation"] if self.validation_dir else [])
         self.train_task = _register_function_task(
@@ -338,6 +342,25 @@ class LongLMPretrainRunTask:
                 )
             lines.append(line)
         return "\n".join(lines)
+
+
+def _note_special_id_differences(run, task_name: str) -> None:
+    """Prints a note when the model's pad / eos ids are not the vocabulary's.
+
+    Not an error: the loss and perplexity never read them (masks say what is padding),
+    but the targets end in the vocabulary's EOS while decoding for BLEU stops at the
+    model's, so such a run decodes every text to target_length (the text is still cut
+    at the vocabulary's EOS). A release's config.json may say so (`cmrcx.convert`).
+    """
+    vocabulary = seqio.get_mixture_or_task(task_name).output_features["targets"].vocabulary
+    differences = special_id_differences(run.model, vocabulary)
+    if differences and jax.process_index() == 0:
+        print(
+            f"note: the model's {'; '.join(differences)} ({run.vocab_file}): set "
+            "cmrcx.T5Config.pad_token_id / eos_token_id to the vocabulary's, unless the "
+            "model was trained so",
+            flush=True,
+        )
 
 
 class LongLMEvaluation:
