@@ -14,6 +14,13 @@ id list, "ids": the generated ids (EOS included when one was generated), "text":
 ids decoded as T5Tokenizer's `decode(ids, skip_special_tokens=True)` (pad, EOS, unk and
 the sentinels dropped)}.
 
+Special ids are the export's (a converted release's config.json): decoding starts
+from decoder_start_token_id, stops at eos_token_id and fills after it with
+pad_token_id. Inputs are padded under an explicit attention mask, so every id of a
+line is attended, 0 included (<unk> in LongLM's spiece.model, whose ids are <unk> 0,
+</s> 2, <pad> 5). When the export's pad / eos ids are not its spiece.model's, a note
+says so (text lines still end in the vocabulary's EOS, as T5Tokenizer appends it).
+
 Decoding options are a gin-configurable `GenerationConfig` (default: greedy);
 `--gin_file=runs/lot_generation.gin` is the LOT paper's top-k sampling. Flags
 (--decoding greedy|sample|beam, --top_k, --top_p, --temperature, --num_beams,
@@ -256,6 +263,20 @@ def load_vocabulary(spiece: str, model_vocab_size: int):
     return vocab
 
 
+def _note_special_id_differences(config, vocab, spiece: str) -> None:
+    """Prints a note when the export's pad / eos ids are not its vocabulary's.
+
+    Not an error: a release's config.json may say so, and transformers' generate then
+    stops at the config's EOS too; text inputs still end in the vocabulary's (as
+    T5Tokenizer appends it) and padding is masked whatever its id.
+    """
+    from cmrcx.vocab.sentencepiece import special_id_differences
+
+    differences = special_id_differences(config, vocab)
+    if differences:
+        print(f"note: the export's {'; '.join(differences)} ({spiece})", flush=True)
+
+
 def generations(generation: GenerationConfig, config, params, vocab, inputs):
     """One output record per input, in order, decoded batch by batch under a progress bar."""
     import jax
@@ -292,6 +313,7 @@ def main(argv: Sequence[str]) -> None:
     generation = generation.checked(config.vocab_size)
     launch.prepare_process()  # before the vocabulary imports TensorFlow
     vocab = load_vocabulary(spiece, config.vocab_size)
+    _note_special_id_differences(config, vocab, spiece)
     inputs = read_inputs(input_path, vocab, config.vocab_size, generation.max_input_length)
     if generation.decoder_start_token_id is not None:
         config = dataclasses.replace(

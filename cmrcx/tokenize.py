@@ -5,8 +5,10 @@ of token ids (``--pieces``: the token strings), made by the same TF op the input
 pipelines use. The file picks the vocabulary: a SentencePiece ``*.model`` (LongLM,
 mT5) is a `cmrcx.vocab.sentencepiece.T5SentencePieceVocabulary` with 100 sentinels
 (``<extra_id_k>`` in the text becomes its id, as in transformers' T5Tokenizer; no
-``</s>`` is appended), anything else a BERT ``vocab.txt``
-(`cmrcx.vocab.wordpiece.WordPieceVocabulary`). With the bundled tiny vocabulary::
+``</s>`` is appended; any model with the pieces ``<pad>``, ``</s>``, ``<unk>``, at
+T5's ids 0, 1, 2 or at Chinese XLNet's 5, 2, 0 as LongLM's), anything else a BERT
+``vocab.txt`` (`cmrcx.vocab.wordpiece.WordPieceVocabulary`). With the bundled tiny
+vocabulary::
 
     $ echo '他[BLANK1]了。' | python -m cmrcx.tokenize --vocab cmrcx/data/tiny_vocab.txt --pieces
     ["他", "[", "[UNK]", "]", "了", "。"]

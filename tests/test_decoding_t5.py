@@ -167,3 +167,34 @@ def test_sample_runs_and_stops_with_pad_after_eos(converted):
     assert a.tokens.shape == (3, 8)
     for row, length in zip(np.asarray(a.tokens), np.asarray(a.lengths), strict=True):
         assert (row[length:] == config.pad_token_id).all()
+
+
+def test_greedy_with_longlm_ids_and_id_0_tokens(converted):
+    """LongLM's layout: pad 5, decoder start 1 (gen.py's), id 0 (<unk>) a real input
+    token. Token-identical to transformers' generate with the explicit attention mask,
+    pad 5 after EOS; the batch's padding id does not matter."""
+    hf, config, params = converted
+    ids, mask = inputs(seed=5)
+    ids[np.random.default_rng(5).random(ids.shape) < 0.3] = 0
+    ids = np.where(mask > 0, ids, 5)
+    n = 10
+
+    def hf_greedy(eos):
+        with torch.no_grad():
+            out = hf.generate(
+                input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), do_sample=False,
+                num_beams=1, max_new_tokens=n, use_cache=False, eos_token_id=eos,
+                pad_token_id=5, decoder_start_token_id=1,
+            ).numpy()  # fmt: skip
+        assert (out[:, 0] == 1).all()
+        return np.pad(out[:, 1:], [(0, 0), (0, n + 1 - out.shape[1])], constant_values=5)
+
+    eos = int(hf_greedy(ODD["vocab_size"] + 5)[0, 3])  # rows end at different steps
+    want = hf_greedy(eos)
+    config = dataclasses.replace(config, pad_token_id=5, eos_token_id=eos, decoder_start_token_id=1)
+    model = T5ForConditionalGeneration(config)
+    got = decoding.greedy(model, params, ids, mask, n)
+    np.testing.assert_array_equal(got.tokens, want)
+    assert (want == eos).any(1)[0] and (want[0] == 5).any()
+    zero_padded = decoding.greedy(model, params, np.where(mask > 0, ids, 0), mask, n)
+    np.testing.assert_array_equal(zero_padded.tokens, got.tokens)

@@ -95,19 +95,20 @@ def run(export, input_file, out_dir, *flags) -> list[dict]:
     return [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
 
 
-def sources(export) -> list[list[int]]:
+def sources(export, lines=LINES) -> list[list[int]]:
     """The source ids the CLI should build: T5Tokenizer's, EOS appended to text lines."""
     vocab = T5SentencePieceVocabulary(f"{export}/spiece.model")
     return [
         json.loads(line) if line.startswith("[") else [*vocab.encode(line), vocab.eos_id]
-        for line in LINES
+        for line in lines
     ]
 
 
-def reference(export, function, *args):
-    """`function` on every input in one batch padded to the longest: tokens cut at length."""
+def reference(export, function, *args, lines=LINES):
+    """`function` on every input in one batch padded to the longest (with 0, whatever the
+    model's pad id): tokens cut at length."""
     config, params = read_t5_export(export)
-    rows = sources(export)
+    rows = sources(export, lines)
     ids = np.zeros([len(rows), max(map(len, rows))], np.int32)
     mask = np.zeros_like(ids)
     for i, row in enumerate(rows):
@@ -129,6 +130,36 @@ def test_greedy_equals_decoding_greedy(export, input_file, tmp_path):
         plain = [i for i in record["ids"] if 2 < i < PIECES]
         assert record["text"] == vocab.decode(plain)
         assert "<extra_id" not in record["text"] and "</s>" not in record["text"]
+
+
+def test_longlm_layout_export(tmp_path_factory, capsys):
+    """A release with LongLM's spiece.model layout (Chinese XLNet's: <unk> 0, </s> 2,
+    <pad> 5) and those ids in config.json (decoder start 1, as gen.py): the export
+    carries them, text lines end in EOS 2, id 0 in a line is a token, and the output
+    equals decoding.greedy on a batch padded with 0 rather than 5."""
+    from test_sentencepiece_vocab import train_xlnet_layout_model
+
+    root = tmp_path_factory.mktemp("longlm_layout")
+    model = random_model()
+    model.config.update({"pad_token_id": 5, "eos_token_id": 2, "decoder_start_token_id": 1})
+    model.save_pretrained(root / "hf")
+    shutil.copyfile(train_xlnet_layout_model(root / "spiece"), root / "hf" / "spiece.model")
+    assert convert.main(["--from", str(root / "hf"), "--to", str(root / "export")]) == 0
+    export = str(root / "export")
+    config, _ = read_t5_export(export)
+    assert (config.pad_token_id, config.eos_token_id, config.decoder_start_token_id) == (5, 2, 1)
+    lines = [*LINES, "鑫龘森林<extra_id_1>", "[0, 17, 0, 0, 2]"]
+    path = root / "inputs.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    records = run(export, str(path), root)
+    assert "note:" not in capsys.readouterr().out  # the export's ids are the vocabulary's
+    rows = sources(export, lines)
+    assert rows[0][-1] == 2 and rows[-2][1] == 0  # EOS 2; "▁", then unk for "鑫龘"
+    assert [r["ids"] for r in records] == reference(export, decoding.greedy, lines=lines)
+    vocab = T5SentencePieceVocabulary(f"{export}/spiece.model")
+    for record in records:  # T5Tokenizer's decode(skip_special_tokens=True)
+        plain = [i for i in record["ids"] if i not in (0, 2, 5) and i < PIECES]
+        assert record["text"] == vocab.decode(plain)
 
 
 def test_text_lines_are_cut_and_end_with_one_eos(export, tmp_path):

@@ -226,6 +226,27 @@ def _expected_texts(vocabulary, directory: Path, text_length: int) -> dict[str, 
     return texts
 
 
+def _texts_from_examples(names, vocabulary, length: int) -> list[dict[str, list[int]]]:
+    """Per task, text_id -> the text its examples give back (inputs + targets, EOS last)."""
+    sentinels = longlm.longlm_sentinel_ids(vocabulary, longlm.FIRST_SENTINEL)
+    results = []
+    for name in names:
+        task = seqio.get_mixture_or_task(name)
+        assert task.splits == ("train",)
+        got = {}
+        lengths = {"inputs": length, "targets": length}
+        for e in task.get_dataset(lengths, "train", shuffle=False, seed=1).as_numpy_iterator():
+            assert e["inputs"][-1] == e["targets"][-1] == vocabulary.eos_id
+            inputs, targets = e["inputs"][:-1], e["targets"][:-1]
+            if "infilling" in name:
+                text, _ = pretraining.reconstruct_infilling(inputs, targets, sentinels)
+            else:
+                text = inputs[:-1].tolist() + targets[1:].tolist()
+            got[e["text_id"].decode()] = text
+        results.append(got)
+    return results
+
+
 def test_tasks_on_the_bundled_corpus(registered) -> None:
     """Every text of every file, once per task; inputs + targets give it back exactly."""
     assert registered == ["longlm_infilling_pretraintest", "longlm_continuation_pretraintest"]
@@ -234,20 +255,7 @@ def test_tasks_on_the_bundled_corpus(registered) -> None:
     assert sentinels[0] == vocabulary.vocab_size - 2  # <extra_id_1>
     expected = _expected_texts(vocabulary, CORPUS, text_length=62)  # min(64 - 2, 64 - 1)
     assert len(expected) >= 20
-    for name in registered:
-        task = seqio.get_mixture_or_task(name)
-        assert task.splits == ("train",)
-        got = {}
-        dataset = task.get_dataset({"inputs": 64, "targets": 64}, "train", shuffle=False, seed=1)
-        for e in dataset.as_numpy_iterator():
-            assert e["inputs"][-1] == e["targets"][-1] == vocabulary.eos_id
-            inputs, targets = e["inputs"][:-1], e["targets"][:-1]
-            if "infilling" in name:
-                text, _ = pretraining.reconstruct_infilling(inputs, targets, sentinels)
-            else:
-                text = inputs[:-1].tolist() + targets[1:].tolist()
-            got[e["text_id"].decode()] = text
-        assert got == expected
+    assert _texts_from_examples(registered, vocabulary, 64) == [expected, expected]
 
 
 def test_mixture(registered) -> None:
@@ -260,6 +268,23 @@ def test_mixture(registered) -> None:
     spans = [sum(t in sentinels for t in e["targets"]) for e in examples]
     assert any(n >= 2 for n in spans) and any(n == 1 for n in spans)  # both objectives
     assert all(len(e["inputs"]) <= 64 and len(e["targets"]) <= 64 for e in examples)
+
+
+def test_tasks_with_longlm_layout(tmp_path) -> None:
+    """LongLM's spiece.model layout (Chinese XLNet's: unk 0, </s> 2, <pad> 5): EOS is 2,
+    and the many unknown characters (id 0: a model of the sample stories only) are text
+    tokens that the examples keep like any other."""
+    from test_sentencepiece_vocab import train_xlnet_layout_model
+
+    spiece = train_xlnet_layout_model(tmp_path / "spiece")
+    names = longlm.register_longlm_pretrain(
+        "pretrainxlnet", spiece, str(CORPUS), input_length=64, target_length=64
+    )
+    vocabulary = seqio.get_mixture_or_task(names[0]).output_features["targets"].vocabulary
+    assert (vocabulary.pad_id, vocabulary.eos_id, vocabulary.unk_id) == (5, 2, 0)
+    expected = _expected_texts(vocabulary, CORPUS, text_length=62)
+    assert sum(text.count(0) for text in expected.values()) > 50
+    assert _texts_from_examples(names, vocabulary, 64) == [expected, expected]
 
 
 def test_validation_split(spiece, tmp_path) -> None:
@@ -309,6 +334,9 @@ def test_metadata_and_metric_fns(registered) -> None:
     decoded = "<extra_id_1> 山里有一座庙, 庙里住着一个老和尚。"
     target = longlm.text_postprocessor(decoded, example, is_target=True)
     assert target == {"text": "山里有一座庙，庙里住着一个老和尚。", "num_tokens": 4}
+    # Every id of the (unpadded) targets counts, 0 too: <unk> in LongLM's layout.
+    with_unknown = {"targets": np.array([798, 0, 0, 1], np.int32)}
+    assert longlm.text_postprocessor(decoded, with_unknown, is_target=True)["num_tokens"] == 4
     prediction = longlm.text_postprocessor(decoded.replace(" ", ""), example)
     assert longlm.bleu([target], [prediction]) == {"bleu-3": 100.0, "bleu-4": 100.0}
     assert longlm.perplexity([target, target], [-4.0, -8.0]) == {

@@ -14,9 +14,9 @@ import pytest
 from cmrcx.cli import launch
 from cmrcx.common.errors import MissingSplitError
 from cmrcx.model_api.seq2seq import Seq2SeqModel
-from cmrcx.training import run_config
-from cmrcx.training.run_tasks import build_run_task
+from cmrcx.training import input_pipeline, run_config
 from cmrcx.training.run_tasks import lot as lot_run_tasks
+from cmrcx.training.run_tasks.base import build_run_task
 from cmrcx.training.runner import Runner
 
 torch = pytest.importorskip("torch")
@@ -81,6 +81,63 @@ def test_loss_and_scores_equal_transformers_labels(tmp_path):
     assert float(metrics["correct"]) == float(((predicted == labels) & (labels >= 0)).sum())
 
 
+# LongLM's spiece.model layout (Chinese XLNet's): <unk> 0, <s> 1, </s> 2, <pad> 5.
+LONGLM_IDS = {"pad_token_id": 5, "eos_token_id": 2, "decoder_start_token_id": 1}
+
+
+def longlm_layout_batch(padding: int) -> dict[str, np.ndarray]:
+    """Three rows with many id-0 tokens (<unk>: real text), padded with `padding`."""
+    rng = np.random.default_rng(6)
+    batch = seq2seq_batch(seed=6)
+    for key in ("inputs", "targets"):
+        ids = rng.integers(0, ODD["vocab_size"], batch[key].shape).astype(np.int32)
+        ids[rng.random(ids.shape) < 0.3] = 0
+        real = batch[f"{key}_mask"] > 0
+        ids[:, -1:] = np.where(real[:, -1:], 2, ids[:, -1:])  # rows that run to the end: EOS
+        batch[key] = np.where(real, ids, padding).astype(np.int32)
+    return batch
+
+
+def test_longlm_layout_attends_and_scores_id_0(tmp_path):
+    """pad 5, eos 2, decoder start 1 (from config.json), id 0 a real token: the loss and
+    scores equal transformers' with labels -100 at padding and the explicit attention mask
+    (both attend and score every id 0), whatever id the batch is padded with. A model
+    that took id 0 (or the pad id) for padding would differ from transformers here."""
+    hf = reference_model("longlm")
+    for name, value in LONGLM_IDS.items():
+        setattr(hf.config, name, value)
+    hf.save_pretrained(tmp_path)
+    release = read_t5_dir(str(tmp_path))
+    assert {name: getattr(release.config, name) for name in LONGLM_IDS} == LONGLM_IDS
+    model = Seq2SeqModel(release.config, 11, 7)
+    params = {"t5": release.params}
+    loss_fn, score_batch = jax.jit(model.loss_fn), jax.jit(model.score_batch)
+    batch = longlm_layout_batch(padding=0)
+    real_targets = batch["targets"][batch["targets_mask"] > 0]
+    assert (real_targets == 0).sum() >= 2 and (batch["inputs"] * batch["inputs_mask"] == 0).any()
+    loss_sum, metrics = loss_fn(params, batch, None)
+    scores = np.asarray(score_batch(params, batch))
+
+    labels = np.where(batch["targets_mask"] > 0, batch["targets"], -100)[:2].astype(np.int64)
+    with torch.no_grad():
+        out = hf(
+            input_ids=torch.tensor(batch["inputs"][:2]),
+            attention_mask=torch.tensor(batch["inputs_mask"][:2]),
+            labels=torch.tensor(labels),
+        )
+        per_token = torch.nn.functional.cross_entropy(
+            out.logits.transpose(1, 2), torch.tensor(labels), reduction="none"
+        ).numpy()
+    tokens = int(batch["targets_mask"][:2].sum())
+    assert float(metrics["examples"]) == tokens == 11
+    assert float(loss_sum) / tokens == pytest.approx(float(out.loss), rel=1e-5)
+    np.testing.assert_allclose(scores[:2], -per_token.sum(1), rtol=1e-5)
+    for padding in (5, 77):  # the model's pad piece, or any other id
+        repadded = longlm_layout_batch(padding)
+        assert float(loss_fn(params, repadded, None)[0]) == pytest.approx(float(loss_sum))
+        np.testing.assert_allclose(score_batch(params, repadded), scores, rtol=1e-6)
+
+
 def test_run_tasks_match_launch():
     assert lot_run_tasks.LONGLM_RUN_TASKS == run_config.LONGLM_TASKS
 
@@ -124,6 +181,40 @@ def test_tiny_run_trains_evaluates_and_restores(tmp_path):
     restored_runner = Runner(run, for_training=False)
     step, restored = restored_runner.restore()
     assert step == 3 and restored_runner.evaluate(restored, step) == pytest.approx(trained)
+
+
+def test_tiny_run_with_longlm_layout(tmp_path, capsys):
+    """LongLM's spiece.model layout (pad 5, eos 2, unk 0) and a model with those ids:
+    trains and evaluates; the corpus's unknown characters (id 0) are real tokens of the
+    padded examples. With T5's ids left in the model config, a note says so."""
+    from test_sentencepiece_vocab import train_xlnet_layout_model
+
+    spiece = train_xlnet_layout_model(tmp_path / "spiece")  # 500 pieces + 100 sentinels
+    vocab = [f"VOCAB_FILE = '{spiece}'", "cmrcx.T5Config.vocab_size = 600"]
+    ids = [f"cmrcx.T5Config.{name} = {value}" for name, value in LONGLM_IDS.items()]
+    run = tiny_run(tmp_path / "pretrain", *vocab, *ids)
+    runner = Runner(run)
+    assert "note:" not in capsys.readouterr().out
+    batches = input_pipeline.eval_batches(
+        runner.task.score_task, "validation", 64, ("inputs", "inputs_mask")
+    )
+    _, host = next(batches)
+    real = host["inputs"][host["inputs_mask"] > 0]
+    assert (real == 0).sum() > 20 and (host["inputs"][host["inputs_mask"] == 0] == 0).all()
+    state, losses = runner.train()
+    assert all(np.isfinite(loss) for _, loss in losses)
+    results = runner.evaluate(state, 3)
+    for objective in ("infilling", "continuation"):
+        assert 100 < results[f"{objective}_perplexity"] < 2000
+        path = tmp_path / "pretrain" / "predictions" / f"longlm_{objective}_tiny_validation.jsonl"
+        for line in path.read_text(encoding="utf-8").splitlines():
+            generated = json.loads(line)["ids"]
+            assert 2 not in generated[:-1] and len(generated) <= 32  # cut at EOS 2
+    gin.clear_config()
+    build_run_task(tiny_run(tmp_path / "other", *vocab))
+    note = capsys.readouterr().out
+    assert "note: the model's pad_token_id 0, the vocabulary's '<pad>' is 5" in note
+    assert "eos_token_id 1, the vocabulary's '</s>' is 2" in note
 
 
 def test_validation_split_is_required(tmp_path):

@@ -10,13 +10,17 @@ decode on these texts and 3,000 more. transformers 5's T5Tokenizer differs on 23
 these 418 texts: it finds sentinels after NFKC ("＜extra_id_2＞" is one) and treats
 U+0085 and U+001C next to text otherwise; on plain Chinese text it agrees.
 
-The SentencePiece model is trained here (unigram, 500 pieces, T5's pad/eos/unk =
-0/1/2) on the project's own sample stories, cmrcx/data/longlm_sample/; a failure
-prints the text to reproduce it.
+The SentencePiece models are trained here (unigram, 500 pieces) on the project's own
+sample stories, cmrcx/data/longlm_sample/, in two layouts (`LAYOUTS`): T5's (pad, eos,
+unk = 0, 1, 2) and Chinese XLNet's, which LongLM's spiece.model most likely is (unk 0,
+<s> 1, </s> 2, <pad> 5); every parity test runs on both. A failure prints the text to
+reproduce it. With CMRCX_LONGLM_SPIECE set to a LongLM release's spiece.model, the
+parity tests also run on that file (`test_released_longlm_model`).
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 import re
@@ -144,7 +148,7 @@ class T5Tokenizer46:
 
 
 def train_sample_model(prefix: Path, vocab_size: int = 500, **options) -> str:
-    """A unigram model of the sample stories with T5's special ids; ~0.1 s."""
+    """A unigram model of the sample stories, T5's special ids unless `options` say; ~0.1 s."""
     spm.SentencePieceTrainer.train(
         input=",".join(str(path) for path in sorted(SAMPLE_DIR.glob("*.txt"))),
         model_prefix=str(prefix),
@@ -155,6 +159,29 @@ def train_sample_model(prefix: Path, vocab_size: int = 500, **options) -> str:
         minloglevel=2,
     )
     return f"{prefix}.model"
+
+
+# Chinese XLNet's spiece.model, which LongLM's most likely is (32,000 pieces, 691,427 bytes
+# like LongLM's): sentencepiece's default ids (unk 0, bos "<s>" 1, eos "</s>" 2, no pad
+# id) plus XLNet's symbols, ymcui/Chinese-XLNet README "Generate Vocabulary" (zihangdai/
+# xlnet's recipe): control <cls> 3, <sep> 4, <pad> 5, <mask> 6, <eod> 7; user-defined
+# <eop> 8 and some punctuation. The recipe's '"' is left out: sentencepiece reads the
+# flag as CSV, where it opens a quote.
+XLNET_LAYOUT = {
+    "unk_id": 0,
+    "bos_id": 1,
+    "eos_id": 2,
+    "pad_id": -1,
+    "control_symbols": "<cls>,<sep>,<pad>,<mask>,<eod>",
+    "user_defined_symbols": "<eop>,.,(,),-,–,£,€",
+}
+# layout -> (trainer options, T5Tokenizer's pad, eos and unk ids on it).
+LAYOUTS = {"t5": ({}, (0, 1, 2)), "xlnet": (XLNET_LAYOUT, (5, 2, 0))}
+
+
+def train_xlnet_layout_model(prefix: Path, vocab_size: int = 500) -> str:
+    """A model of the sample stories laid out as Chinese XLNet's (LongLM's) spiece.model."""
+    return train_sample_model(prefix, vocab_size, **XLNET_LAYOUT)
 
 
 # --- random texts: the awkward cases of LongLM inputs, mixed ---------------------------
@@ -224,9 +251,14 @@ EDGE_TEXTS = [
 ]
 
 
+@pytest.fixture(scope="module", params=list(LAYOUTS))
+def layout(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def model_file(tmp_path_factory) -> str:
-    return train_sample_model(tmp_path_factory.mktemp("spm") / "spiece")
+def model_file(layout: str, tmp_path_factory) -> str:
+    return train_sample_model(tmp_path_factory.mktemp("spm") / "spiece", **LAYOUTS[layout][0])
 
 
 @pytest.fixture(scope="module")
@@ -247,13 +279,16 @@ def texts() -> list[str]:
 
 
 def test_special_ids(
-    vocab: T5SentencePieceVocabulary, reference: T5Tokenizer46, model_file
+    vocab: T5SentencePieceVocabulary, reference: T5Tokenizer46, model_file, layout
 ) -> None:
-    """pad/eos/unk are the model's and T5Tokenizer's; sentinels count down from the end."""
+    """pad/eos/unk are T5Tokenizer's, the ids of the pieces "<pad>", "</s>", "<unk>";
+    sentinels count down from the end."""
     sp = spm.SentencePieceProcessor(model_file=model_file)
-    assert (vocab.pad_id, vocab.eos_id, vocab.unk_id) == (0, 1, 2)
-    assert (sp.pad_id(), sp.eos_id(), sp.unk_id()) == (0, 1, 2)
-    assert [reference._convert_token_to_id(t) for t in ("<pad>", "</s>", "<unk>")] == [0, 1, 2]
+    expected = LAYOUTS[layout][1]
+    assert (vocab.pad_id, vocab.eos_id, vocab.unk_id) == expected
+    assert tuple(reference._convert_token_to_id(t) for t in ("<pad>", "</s>", "<unk>")) == expected
+    assert tuple(sp.id_to_piece(i) for i in expected) == ("<pad>", "</s>", "<unk>")
+    assert (vocab.bos_id, sp.bos_id()) == ((None, -1) if layout == "t5" else (1, 1))
     assert vocab.piece_size == sp.get_piece_size() == 500
     assert vocab.vocab_size == reference.vocab_size == 600
     assert vocab.sentinel_id(0) == 599 and vocab.sentinel_id(99) == 500
@@ -262,6 +297,14 @@ def test_special_ids(
     assert len(vocab.tokens) == 600
     with pytest.raises(ValueError, match="extra_id_100"):
         vocab.sentinel_id(100)
+
+
+def test_xlnet_layout_pieces(tmp_path: Path) -> None:
+    """The trained XLNet-layout model has the ids LongLM's authors' code relies on."""
+    sp = spm.SentencePieceProcessor(model_file=train_xlnet_layout_model(tmp_path / "xlnet"))
+    pieces = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]
+    assert [sp.id_to_piece(i) for i in range(9)] == pieces
+    assert [sp.is_control(i) for i in range(9)] == [False] + [True] * 7 + [False]
 
 
 def test_ids_equal_reference(vocab, reference, texts: list[str]) -> None:
@@ -312,6 +355,15 @@ def test_decode_sentinels_and_unknown(vocab) -> None:
     assert vocab.decode([]) == "" == vocab.decode_tf(tf.constant([], tf.int32)).numpy().decode()
 
 
+def test_decode_control_and_user_defined_pieces(vocab, reference) -> None:
+    """Every low id (control pieces such as <s> and XLNet's <cls>, <sep>, <mask>; the
+    user-defined <eop>) decodes as T5Tokenizer's `decode` does, pad dropped."""
+    ids = [i for i in range(40) if i != vocab.eos_id] + [vocab.sentinel_id(3), vocab.unk_id, 45]
+    kept = [i for i in ids if i != vocab.pad_id]
+    assert vocab.decode(ids) == reference.decode(kept)
+    assert vocab.decode_tf(tf.constant(ids)).numpy().decode("utf-8") == vocab.decode(ids)
+
+
 def test_seqio_vocabulary_differs(vocab, model_file) -> None:
     """seqio's own class finds a sentinel only at a word start and encodes across it."""
     seqio_vocab = seqio.SentencePieceVocabulary(model_file, extra_ids=EXTRA_IDS)
@@ -346,22 +398,52 @@ def test_pickle(vocab: T5SentencePieceVocabulary) -> None:
     assert copy.encode(text) == vocab.encode(text)
 
 
+def test_any_special_ids_load(tmp_path: Path) -> None:
+    """pad, eos and unk may be any ids: a pad id of 3 (seqio would want 0) loads."""
+    model = train_sample_model(tmp_path / "pad3", pad_id=3)
+    vocab, reference = T5SentencePieceVocabulary(model), T5Tokenizer46(model)
+    assert (vocab.pad_id, vocab.eos_id, vocab.unk_id) == (3, 1, 2)
+    text = "<pad>森林<extra_id_1>小熊</s>"
+    assert vocab.encode(text) == reference.encode(text, add_special_tokens=False)
+
+
 def test_bad_model_files(tmp_path: Path) -> None:
-    """A model without T5's pad 0 / eos / unk pieces, or not a model: ValueError naming it."""
+    """A model without one of T5Tokenizer's "<pad>", "</s>", "<unk>" pieces, or not a
+    model: ValueError naming the file and the piece."""
     default_ids = train_sample_model(
         tmp_path / "bert_style", pad_id=-1, unk_id=0, bos_id=1, eos_id=2
     )
     with pytest.raises(ValueError, match="bert_style.model: expected the piece '<pad>'"):
         T5SentencePieceVocabulary(default_ids)
-    pad_last = train_sample_model(tmp_path / "pad3", pad_id=3)
-    with pytest.raises(ValueError, match="pad3.model: pad id is 3"):
-        T5SentencePieceVocabulary(pad_last)
+    no_eos = train_sample_model(tmp_path / "no_eos", eos_id=-1)
+    with pytest.raises(ValueError, match="no_eos.model: expected the piece '</s>'"):
+        T5SentencePieceVocabulary(no_eos)
+    renamed_unk = train_sample_model(tmp_path / "unk", unk_piece="[UNK]")
+    with pytest.raises(ValueError, match="unk.model: expected the piece '<unk>'"):
+        T5SentencePieceVocabulary(renamed_unk)
     garbage = tmp_path / "garbage.model"
     garbage.write_bytes(b"not a model")
     with pytest.raises(ValueError, match="garbage.model: not a SentencePiece model"):
         T5SentencePieceVocabulary(str(garbage))
     with pytest.raises(FileNotFoundError, match="nowhere.model"):
         T5SentencePieceVocabulary(str(tmp_path / "nowhere.model"))
+
+
+@pytest.mark.skipif(
+    not os.environ.get("CMRCX_LONGLM_SPIECE"),
+    reason="set CMRCX_LONGLM_SPIECE to the spiece.model of a LongLM release",
+)
+def test_released_longlm_model(texts: list[str]) -> None:
+    """The released file, when given: Chinese XLNet's layout, and T5Tokenizer's ids."""
+    path = os.environ["CMRCX_LONGLM_SPIECE"]
+    vocab, reference = T5SentencePieceVocabulary(path), T5Tokenizer46(path)
+    assert (vocab.pad_id, vocab.eos_id, vocab.unk_id) == (5, 2, 0)
+    assert vocab.piece_size == 32000 and vocab.sentinel_id(0) == 32099
+    for text in texts:
+        ids = reference.encode(text)
+        assert vocab.encode(text) == reference.encode(text, add_special_tokens=False), repr(text)
+        kept = [i for i in ids[: ids.index(vocab.eos_id)] if i != vocab.pad_id]
+        assert vocab.decode(ids) == reference.decode(kept), repr(text)
 
 
 def test_sample_is_packaged() -> None:

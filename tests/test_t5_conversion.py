@@ -198,6 +198,31 @@ def test_convert_cli_parity(tmp_path, capsys, variant, safetensors):
     print(f"{variant} {'safetensors' if safetensors else 'bin'}: max error / scale {errors}")
 
 
+@pytest.mark.parametrize("decoder_start", [1, 5, None], ids=["start1", "start5", "no_start"])
+def test_special_ids_come_from_config_json(tmp_path, capsys, decoder_start):
+    """LongLM's layout in config.json (pad 5, eos 2 or [2], decoder start 1 or 5, or
+    none: then pad's): the export and its HF copy carry those ids."""
+    model = reference_model("longlm")
+    save_release(model, tmp_path / "hf", "longlm", safetensors=True)
+    path = tmp_path / "hf" / "config.json"
+    raw = json.loads(path.read_text())
+    raw.update(pad_token_id=5, eos_token_id=[2] if decoder_start == 5 else 2)
+    raw.pop("decoder_start_token_id")
+    if decoder_start is not None:
+        raw["decoder_start_token_id"] = decoder_start
+    path.write_text(json.dumps(raw))
+    assert convert.main(["--from", str(tmp_path / "hf"), "--to", str(tmp_path / "out")]) == 0
+    start = 5 if decoder_start is None else decoder_start
+    expected = f"pad_token_id=5, eos_token_id=2, decoder_start_token_id={start}"
+    assert expected in capsys.readouterr().out
+    config, params = read_t5_export(str(tmp_path / "out"))
+    ids = (config.pad_token_id, config.eos_token_id, config.decoder_start_token_id)
+    assert ids == (5, 2, start)
+    write_hf_t5_dir(params, config, str(tmp_path / "back"))
+    back = transformers.T5Config.from_pretrained(str(tmp_path / "back"))
+    assert (back.pad_token_id, back.eos_token_id, back.decoder_start_token_id) == ids
+
+
 def test_read_t5_dir_drops_unused_and_reports_inconsistent_copies(tmp_path):
     model = reference_model("longlm")
     save_release(model, tmp_path / "hf", "longlm", safetensors=True)

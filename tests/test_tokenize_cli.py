@@ -221,6 +221,28 @@ def test_sentencepiece_rejects_wordpiece_flags(spiece_model: str, capsys) -> Non
         assert f"{flag} is for WordPiece vocab.txt files" in capsys.readouterr().err
 
 
+def test_xlnet_layout_model(tmp_path: Path, monkeypatch, capsysbinary) -> None:
+    """LongLM's layout (Chinese XLNet's: unk 0, </s> 2, <pad> 5, no pad id reserved)
+    tokenizes as T5Tokenizer does; a model without "<pad>" is `error:` naming it."""
+    from test_sentencepiece_vocab import T5Tokenizer46, train_sample_model, train_xlnet_layout_model
+
+    model = train_xlnet_layout_model(tmp_path / "spiece")
+    lines = [*LONGLM_LINES, "鑫<pad>森林<sep>小熊<mask></s>"]
+    status, out = _main_in_process(
+        ["--vocab", model], "\n".join(lines) + "\n", monkeypatch, capsysbinary
+    )
+    assert status == 0
+    rows = _json_lines(out.encode("utf-8"))
+    reference = T5Tokenizer46(model)
+    assert rows == [reference.encode(line, add_special_tokens=False) for line in lines]
+    assert rows[-1][1:3] == [0, 5] and rows[-1][-1] == 2  # "▁", unk, "<pad>" ... "</s>"
+    no_pad = train_sample_model(tmp_path / "no_pad", pad_id=-1, unk_id=0, bos_id=1, eos_id=2)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x\n")))
+    assert tokenize_cli.main(["--vocab", no_pad]) == 2
+    error = capsysbinary.readouterr().err.decode("utf-8")
+    assert error.startswith(f"error: {no_pad}: expected the piece '<pad>'")
+
+
 def test_not_a_sentencepiece_model(tmp_path: Path, monkeypatch, capsys) -> None:
     """A `.model` file that is not one: `error: ...` naming it, status 2."""
     bad = tmp_path / "vocab.model"

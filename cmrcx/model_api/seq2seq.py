@@ -1,16 +1,20 @@
 """Model API for sequence-to-sequence problems: LongLM pretraining (and LOT generation).
 
 A batch (int32, leading axis [batch]):
-  inputs, inputs_mask: [batch, input_length]     (mask 1 = real token, ids padded with 0)
-  targets, targets_mask: [batch, target_length]  (targets end in EOS, padded with 0)
+  inputs, inputs_mask: [batch, input_length]     (mask 1 = real token)
+  targets, targets_mask: [batch, target_length]  (targets end in EOS)
   example_mask: [batch], 0 for padding rows
+The masks alone say which positions are real: padding may hold any id (the pipelines
+pad with 0, which is <unk>, a real token, in LongLM's spiece.model), and no id is ever
+taken for padding, so an id 0 inside a text is attended and scored like any other.
 and, when the model decodes while scoring (`decodings` given):
   decode_method: [batch] index into `decodings`; -1: do not generate for this row
   example_index: [batch] the example's number in the split (seeds sampling)
 
 Teacher forcing as transformers' T5ForConditionalGeneration(labels=...): the decoder
 reads [decoder_start_token_id] + targets[:-1] (`cmrcx.models.t5.shift_right`) under a
-causal mask; padding positions are masked out of the loss (HF: label -100).
+causal mask, padding positions as the config's pad_token_id (HF: label -100, read as
+pad); padding positions are masked out of the loss (HF: label -100).
 
 The network's parameters live under params["t5"] (`encoder_name`): the whole T5 comes
 from a pretrained export (a converted LongLM holds the bare tree; a cmrcx export of a
@@ -76,11 +80,12 @@ class Seq2SeqModel:
     def _token_log_likelihoods(self, params, batch: dict, dropout_rng=None):
         """(log p(target token) float32 [batch, target], logits [batch, target, vocab])."""
         deterministic = dropout_rng is None
+        labels = jnp.where(batch["targets_mask"] > 0, batch["targets"], -100)  # as HF's
         logits = self.module.apply(
             {"params": params[self.encoder_name]},
             batch["inputs"],
             batch["inputs_mask"],
-            shift_right(batch["targets"], self.config),
+            shift_right(labels, self.config),
             deterministic=deterministic,
             rngs=None if deterministic else {"dropout": dropout_rng},
         )

@@ -51,9 +51,11 @@ class T5Config:
     feed_forward_proj: str = "relu"  # "relu" (v1.0, LongLM) | "gated-gelu" (v1.1, mT5)
     tie_word_embeddings: bool = True  # LM head = shared embedding (v1.0) | own matrix
     scale_decoder_outputs: bool | None = None  # x d_model**-0.5 before the head; None: if tied
-    pad_token_id: int = 0  # padding; also T5's decoder start token
-    eos_token_id: int = 1  # end of sequence "</s>"
-    decoder_start_token_id: int = 0  # first decoder input (shift_right)
+    # Special ids: the tokenizer's "<pad>" and "</s>" (T5: 0 and 1; LongLM's spiece.model,
+    # Chinese XLNet's: 5 and 2). Padding is never found by its id: masks say what is real.
+    pad_token_id: int = 0  # fills after EOS; decoder input at padded label positions
+    eos_token_id: int = 1  # end of sequence "</s>": decoding stops at it
+    decoder_start_token_id: int = 0  # first decoder input (shift_right); T5: pad
     dtype: str = "float32"  # compute dtype; "bfloat16": bf16 compute, float32 parameters
     remat_policy: str = "none"  # recompute layer activations in backprop: none | full | dots
 

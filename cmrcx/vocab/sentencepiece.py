@@ -42,6 +42,17 @@ class T5SentencePieceVocabulary(seqio.SentencePieceVocabulary):
     and `<unk>`, a space after each, ends stripped, `clean_up_tokenization`) of the ids
     before the first EOS, with padding dropped where T5Tokenizer would print `<pad>`.
 
+    Accepted layouts: any model with the pieces "<pad>", "</s>" and "<unk>", at any
+    ids. `pad_id`, `eos_id` and `unk_id` are those pieces' ids, as T5Tokenizer looks
+    them up (`piece_to_id`), not the ids the model's trainer reserved. T5's and mT5's
+    spiece.model: pad 0, eos 1, unk 2. Chinese XLNet's, which LongLM ships: unk 0,
+    "<s>" 1, eos 2, "<pad>" 5 (a control piece; its trainer reserved no pad id), with
+    "<sep>" 4 and "<mask>" 6 (control pieces: written in text they are plain
+    characters, as for T5Tokenizer). `pad_id` is only the piece's id: batches may be
+    padded with anything, the masks say what is real, so an id 0 in the text (XLNet's
+    unk) is a token like any other. A model without one of the three pieces is a
+    ValueError naming the file.
+
     Known difference, from T5Tokenizer's `_convert_token_to_id`: a run of characters
     the model does not know that begins with "<extra_id_" is one unknown piece for
     SentencePiece; T5Tokenizer reads a sentinel number out of its text (or fails).
@@ -66,24 +77,20 @@ class T5SentencePieceVocabulary(seqio.SentencePieceVocabulary):
             raise ValueError(f"{path}: not a SentencePiece model ({e})") from e
 
     def _check_special_pieces(self) -> None:
-        """pad, eos and unk must be the ids of "<pad>", "</s>", "<unk>", pad must be 0.
+        """ValueError naming the file unless "<pad>", "</s>" and "<unk>" are pieces of it.
 
-        T5Tokenizer takes the ids of those piece strings; seqio pads with 0.
+        T5Tokenizer takes its pad, eos and unk ids from those piece strings
+        (`piece_to_id`), whatever ids the model was trained to reserve; a missing
+        piece would silently become the model's unk id.
         """
         sp = self._segment_model
-        ids = {"<pad>": sp.pad_id(), "</s>": sp.eos_id(), "<unk>": sp.unk_id()}
-        for piece, model_id in ids.items():
-            if model_id < 0 or sp.id_to_piece(model_id) != piece:
-                found = sp.id_to_piece(model_id) if model_id >= 0 else "none"
+        for piece, role in zip(T5_SPECIAL_PIECES, ("pad", "eos", "unk"), strict=True):
+            if sp.id_to_piece(sp.piece_to_id(piece)) != piece:
                 raise ValueError(
-                    f"{self.sentencepiece_model_file}: expected the piece {piece!r} as the "
-                    f"model's {piece.strip('<>/')} id, found id {model_id} ({found!r})"
+                    f"{self.sentencepiece_model_file}: expected the piece {piece!r} "
+                    f"(T5Tokenizer's {role} token), found none in its "
+                    f"{sp.get_piece_size()} pieces"
                 )
-        if sp.pad_id() != seqio.vocabularies.PAD_ID:
-            raise ValueError(
-                f"{self.sentencepiece_model_file}: pad id is {sp.pad_id()}, seqio pads with "
-                f"{seqio.vocabularies.PAD_ID}"
-            )
 
     @functools.cached_property
     def _segment_model(self):
@@ -97,19 +104,19 @@ class T5SentencePieceVocabulary(seqio.SentencePieceVocabulary):
         """Pieces of the model file; the sentinels follow, `<extra_id_0>` last."""
         return self._segment_model.get_piece_size()
 
-    # The ids of the model file itself; seqio's class would load a second copy with
-    # sentinel pieces added to answer these.
+    # T5Tokenizer's ids: those of the pieces "<pad>", "</s>", "<unk>", not the ids the
+    # model's trainer_spec reserves (XLNet's spiece.model reserves no pad id at all).
     @property
     def pad_id(self) -> int:
-        return self._segment_model.pad_id()
+        return self.special_token_ids["<pad>"]
 
     @property
     def eos_id(self) -> int:
-        return self._segment_model.eos_id()
+        return self.special_token_ids["</s>"]
 
     @property
     def unk_id(self) -> int:
-        return self._segment_model.unk_id()
+        return self.special_token_ids["<unk>"]
 
     @property
     def bos_id(self) -> int | None:
@@ -245,6 +252,21 @@ class T5SentencePieceVocabulary(seqio.SentencePieceVocabulary):
 
     def __hash__(self) -> int:
         return hash((hashlib.sha1(self._model_bytes).hexdigest(), self.extra_ids))
+
+
+def special_id_differences(config, vocab: T5SentencePieceVocabulary) -> list[str]:
+    """Where a T5 config's pad / eos ids are not the vocabulary's, one phrase each.
+
+    config: a `cmrcx.models.t5.T5Config` (any object with pad_token_id, eos_token_id).
+    T5's default ids (pad 0, eos 1) against LongLM's spiece.model give
+    ["pad_token_id 0, the vocabulary's '<pad>' is 5", "eos_token_id 1, ... '</s>' is 2"].
+    """
+    ids = {"pad_token_id": ("<pad>", vocab.pad_id), "eos_token_id": ("</s>", vocab.eos_id)}
+    return [
+        f"{name} {getattr(config, name)}, the vocabulary's {piece!r} is {token_id}"
+        for name, (piece, token_id) in ids.items()
+        if getattr(config, name) != token_id
+    ]
 
 
 def _with_special_ids(

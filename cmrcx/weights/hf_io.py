@@ -319,6 +319,11 @@ def hf_model_type(directory: str) -> str | None:
 def t5_config_from_hf(raw: dict, tied: bool, path: str = "config.json") -> T5Config:
     """T5Config from a config.json dict; `tied` from the tensors (`t5_weights.head_is_tied`).
 
+    pad_token_id, eos_token_id (the first, if a list) and decoder_start_token_id are
+    config.json's, whatever the tokenizer's are (LongLM's spiece.model: <pad> 5,
+    </s> 2; its authors decode from 1). Absent, they are transformers' T5Config
+    defaults, pad 0 and eos 1, and decoder start = pad (T5's convention).
+
     The d_model**-0.5 scaling of the decoder output follows transformers 5:
     mT5 never scales; T5 scales as its config says (`scale_decoder_outputs`, else
     `tie_word_embeddings`, default true). For every released checkpoint that is
@@ -412,7 +417,9 @@ def describe_t5(config: T5Config) -> str:
     keys = ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers")
     head = "tied" if config.tie_word_embeddings else "untied"
     head += ", scaled by d_model**-0.5" if config.scale_decoder_outputs else ""
+    ids = ("pad_token_id", "eos_token_id", "decoder_start_token_id")
     return (
         ", ".join(f"{k}={fields[k]}" for k in (*keys, "num_heads", "feed_forward_proj"))
-        + f", lm_head {head}"
+        + f", lm_head {head}, "
+        + ", ".join(f"{k}={fields[k]}" for k in ids)
     )

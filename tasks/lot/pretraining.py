@@ -47,7 +47,6 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import seqio
 import tensorflow as tf
 
@@ -268,12 +267,14 @@ def text_postprocessor(output, example=None, is_target=False):
     """Decoded ids -> `pretraining.generation_text` (sentinels, white space dropped).
 
     Targets become {"text": ..., "num_tokens": ids in the example's targets, EOS
-    included}, what `perplexity` divides by; predictions stay text.
+    included}, what `perplexity` divides by; predictions stay text. The example's
+    targets are unpadded (seqio's, or cut at their mask), so every id counts: id 0 is
+    <unk> in LongLM's spiece.model, a token like any other.
     """
     text = pretraining.generation_text(output)
     if not is_target:
         return text
-    num_tokens = None if example is None else int(np.count_nonzero(example["targets"]))
+    num_tokens = None if example is None else len(example["targets"])
     return {"text": text, "num_tokens": num_tokens}
 
 
@@ -387,6 +388,8 @@ def pad_to_lengths(example: dict, lengths: dict[str, int]) -> dict:
 
     {"inputs": [5, 9, 1]} with {"inputs": 5} -> {"inputs": [5, 9, 1, 0, 0],
     "inputs_mask": [1, 1, 1, 0, 0]}. Longer features fail (check_lengths rules them out).
+    The mask comes from the length, never from the ids: 0 is a token like any other
+    (<unk> in LongLM's spiece.model), and the padding id is not the model's pad.
     """
     out = dict(example)
     for key, length in lengths.items():

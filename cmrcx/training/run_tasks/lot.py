@@ -16,6 +16,7 @@ from cmrcx.common.paths import resolve_path
 from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.tasks.lot import pretraining as longlm_tasks
 from cmrcx.training.run_tasks.base import RunTask, announce, register
+from cmrcx.vocab.sentencepiece import special_id_differences
 
 # RunConfig.task values: the mixture of both objectives, or one of them.
 LONGLM_RUN_TASKS = (longlm_tasks.MIXTURE_NAME, *longlm_tasks.TASKS)
@@ -49,6 +50,7 @@ class LongLMPretrainRunTask(RunTask):
             target_length=run.target_length,
         )
         self.row_tasks = [longlm_tasks.task_name(row, run.vocabulary_name) for row in self.rows]
+        _note_special_id_differences(run, self.row_tasks[0])
         self.lengths = {"inputs": run.max_length, "targets": run.target_length}
         splits = ["train"] + (["validation"] if self.validation_dir else [])
         self.train_task = longlm_tasks.register_function_task(
@@ -135,6 +137,25 @@ class LongLMPretrainRunTask(RunTask):
                 )
             lines.append(line)
         return "\n".join(lines)
+
+
+def _note_special_id_differences(run, task_name: str) -> None:
+    """Prints a note when the model's pad / eos ids are not the vocabulary's.
+
+    Not an error: the loss and perplexity never read them (masks say what is padding),
+    but the targets end in the vocabulary's EOS while decoding for BLEU stops at the
+    model's, so such a run decodes every text to target_length (the text is still cut
+    at the vocabulary's EOS). A release's config.json may say so (`cmrcx.convert`).
+    """
+    vocabulary = seqio.get_mixture_or_task(task_name).output_features["targets"].vocabulary
+    differences = special_id_differences(run.model, vocabulary)
+    if differences and jax.process_index() == 0:
+        print(
+            f"note: the model's {'; '.join(differences)} ({run.vocab_file}): set "
+            "cmrcx.T5Config.pad_token_id / eos_token_id to the vocabulary's, unless the "
+            "model was trained so",
+            flush=True,
+        )
 
 
 class LongLMEvaluation:
