@@ -30,7 +30,6 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 
 from cmrcx import convert  # noqa: E402
 from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration  # noqa: E402
-from cmrcx.training import checkpoints  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
 from cmrcx.weights import t5 as t5_weights  # noqa: E402
 from cmrcx.weights.hf_io import (  # noqa: E402
@@ -322,7 +321,7 @@ def corrupt_exports(monkeypatch, path: tuple[str, ...]):
         node[path[-1]] = node[path[-1]] * 1.1 + 0.05
         export(export_dir, params, config, extra)
 
-    monkeypatch.setattr(checkpoints, "export_params", corrupted)
+    monkeypatch.setattr(exports, "export_params", corrupted)
 
 
 def test_verify_passes_a_good_t5_conversion_and_fails_a_corrupted_one(
