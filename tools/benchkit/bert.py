@@ -137,17 +137,24 @@ def bench_batch(args, g: Geometry) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------- cmrcx side
 
 
+def _shared_config(g: Geometry) -> dict:
+    """The BertConfig fields cmrcx and transformers name alike."""
+    return {
+        "vocab_size": g.vocab,
+        "hidden_size": g.hidden,
+        "intermediate_size": g.intermediate,
+        "max_position_embeddings": max(512, g.seq),
+    }
+
+
 def cmrcx_config(g: Geometry, dtype: str = "float32", remat_policy: str = "none"):
     """cmrcx's BertConfig of geometry `g`."""
     from cmrcx.models.bert import BertConfig
 
     return BertConfig(
-        vocab_size=g.vocab,
-        hidden_size=g.hidden,
+        **_shared_config(g),
         num_layers=g.layers,
         num_heads=g.heads,
-        intermediate_size=g.intermediate,
-        max_position_embeddings=max(512, g.seq),
         dtype=dtype,
         remat_policy=remat_policy,
     )
@@ -196,12 +203,9 @@ def torch_config(g: Geometry, attn: str, **extra):
     import transformers
 
     return transformers.BertConfig(
-        vocab_size=g.vocab,
-        hidden_size=g.hidden,
+        **_shared_config(g),
         num_hidden_layers=g.layers,
         num_attention_heads=g.heads,
-        intermediate_size=g.intermediate,
-        max_position_embeddings=max(512, g.seq),
         type_vocab_size=2,
         hidden_act="gelu",  # exact erf GeLU, as cmrcx
         hidden_dropout_prob=0.1,
