@@ -16,6 +16,7 @@ BERT-base at b=2, s=512: forward 193 GFLOP, train 580 GFLOP.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 
 import numpy as np
@@ -263,7 +264,6 @@ def torch_step(args, g: Geometry):
     import torch
 
     batch = steps.torch_batch(bench_batch(args, g))
-    extras = lambda: {"matmul": flops.torch_matmul_rate()}  # noqa: E731
     if args.mode == "classify":  # CLUE's run_classifier.py: lr 2e-5, eps 1e-8
         model = torch_classification_model(g, args.attn, args.classes)
         target, learning_rate, eps = "label", 2e-5, 1e-8
@@ -277,14 +277,18 @@ def torch_step(args, g: Geometry):
             with torch.inference_mode():
                 model(batch).numpy()
 
-        return score, extras
+        return score, _torch_matmul
 
     def loss():
         losses = torch.nn.functional.cross_entropy(model(batch), batch[target], reduction="none")
         mask = batch["example_mask"].float()
         return torch.sum(losses * mask) / mask.sum().clamp(min=1.0)
 
-    return steps.torch_train_step(model, loss, learning_rate, eps), extras
+    return steps.torch_train_step(model, loss, learning_rate, eps), _torch_matmul
+
+
+def _torch_matmul() -> dict:
+    return {"matmul": flops.torch_matmul_rate()}
 
 
 def worker_geometry(args) -> Geometry:
@@ -294,29 +298,35 @@ def worker_geometry(args) -> Geometry:
 # ---------------------------------------------------------------- parent
 
 
+def side_summary(runs: list[dict], warmup: int, g: Geometry, flops_per_step: float) -> dict:
+    """harness.side_summary with examples/s, FLOP/s and its share of the matmul rate;
+    compile_seconds gains first_minus_steady."""
+    matmul = statistics.median(run["matmul"] for run in runs)
+
+    def figures(median: float) -> dict:
+        rate = flops_per_step / median
+        return {
+            "examples_per_second": g.batch / median,
+            "flops_per_second": rate,
+            "matmul_2048_flops_per_second": matmul,
+            "matmul_share": rate / matmul,
+        }
+
+    summary = harness.side_summary(runs, warmup, g.tokens, KEYS, figures)
+    if "compile_seconds" in summary:
+        first_minus_steady = summary[KEYS.first] - summary[KEYS.median]
+        summary["compile_seconds"]["first_minus_steady"] = first_minus_steady
+    return summary
+
+
 def compare(args) -> dict:
     """train / eval / classify: alternating cmrcx / torch children, then the summary."""
     g, classes = worker_geometry(args), num_classes(args)
     runs = harness.alternate(args, WORKER, g, attn=args.attn, classes=classes)
     flops_per_step = step_flops(g, args.command, classes)
-
-    def summarize(side_runs: list[dict]) -> dict:
-        def figures(median: float) -> dict:
-            rate = flops_per_step / median
-            matmul = statistics.median(run["matmul"] for run in side_runs)
-            return {
-                "examples_per_second": g.batch / median,
-                "flops_per_second": rate,
-                "matmul_2048_flops_per_second": matmul,
-                "matmul_share": rate / matmul,
-            }
-
-        summary = harness.side_summary(side_runs, args.warmup, g.tokens, KEYS, figures)
-        if "compile_seconds" in summary:
-            first_minus_steady = summary[KEYS.first] - summary[KEYS.median]
-            summary["compile_seconds"]["first_minus_steady"] = first_minus_steady
-        return summary
-
+    summarize = functools.partial(
+        side_summary, warmup=args.warmup, g=g, flops_per_step=flops_per_step
+    )
     sides = harness.compare_sides(runs, summarize, KEYS.median)
     sides["torch"]["attn"] = args.attn
     return {

@@ -14,6 +14,7 @@ memory --models longlm_large: the same step's compiled memory at LongLM-large.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -173,8 +174,11 @@ def torch_step(args, g: Geometry):
     batch = steps.torch_batch(seq2seq_batch(g, args.seed))
     model = transformers.T5ForConditionalGeneration(torch_config(g))
     if args.mode == "train_t5":
-        inputs, mask, labels = batch["inputs"], batch["inputs_mask"], batch["targets"]
-        loss = lambda: model(input_ids=inputs, attention_mask=mask, labels=labels).loss  # noqa: E731
+
+        def loss():
+            inputs, mask = batch["inputs"], batch["inputs_mask"]
+            return model(input_ids=inputs, attention_mask=mask, labels=batch["targets"]).loss
+
         step = steps.torch_train_step(model, loss, LEARNING_RATE, 1e-6)
         return step, lambda: {"min_new_tokens": g.target_length}
     model.eval()
@@ -204,6 +208,12 @@ def worker_geometry(args) -> Geometry:
 # ---------------------------------------------------------------- parent
 
 
+def side_summary(runs: list[dict], warmup: int, tokens: int) -> dict:
+    """harness.side_summary with the fewest new tokens a row got."""
+    fewest = min(run["min_new_tokens"] for run in runs)
+    return harness.side_summary(runs, warmup, tokens, KEYS, lambda _: {"min_new_tokens": fewest})
+
+
 def compare(args) -> dict:
     """generate / train_t5: alternating cmrcx / torch children per batch size."""
     base = Geometry(**{name: getattr(args, name) for name in FIELDS if name != "batch"})
@@ -213,12 +223,7 @@ def compare(args) -> dict:
         runs = harness.alternate(args, WORKER, g)
         tokens = tokens_per_call(g, args.command)
 
-        def summarize(side_runs: list[dict], tokens=tokens) -> dict:
-            def figures(median: float) -> dict:
-                return {"min_new_tokens": min(run["min_new_tokens"] for run in side_runs)}
-
-            return harness.side_summary(side_runs, args.warmup, tokens, KEYS, figures)
-
+        summarize = functools.partial(side_summary, warmup=args.warmup, tokens=tokens)
         sides = harness.compare_sides(runs, summarize, KEYS.median)
         results.append({"geometry": dataclasses.asdict(g), "tokens_per_call": tokens, **sides})
     return {
