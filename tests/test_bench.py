@@ -1,4 +1,5 @@
-"""Smoke tests of tools/bench.py (tiny geometries) and tools/make_cmrc2019_corpus.py."""
+"""Smoke tests of tools/bench.py (tiny geometries), its tools/benchkit modules, and
+tools/make_cmrc2019_corpus.py."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def _load(name: str):
     return module
 
 
-bench = _load("bench")
+sys.path.insert(0, str(TOOLS))  # benchkit, as tools/bench.py imports it
+from benchkit import bert, cli, families, harness, t5  # noqa: E402
+
 corpus = _load("make_cmrc2019_corpus")
 
 
@@ -47,17 +50,17 @@ def run_bench(*args: str) -> dict:
 
 def test_forward_flops_of_bert_base():
     """24*T*h^2 + 4*b*s^2*h per layer (i = 4h), plus the head; 3x for training."""
-    g = bench.Geometry(batch=2, seq=512)
+    g = bert.Geometry(batch=2, seq=512)
     tokens, h = 2 * 512, 768
     expected = 12 * (24 * tokens * h * h + 4 * 2 * 512**2 * h) + 2 * tokens * h
-    assert bench.forward_flops(g) == expected
-    assert bench.step_flops(g, "train") == 3 * expected
+    assert bert.forward_flops(g) == expected
+    assert bert.step_flops(g, "train") == 3 * expected
     assert 190e9 < expected < 195e9
 
 
 def test_synthetic_batch_is_a_valid_window():
-    g = bench.Geometry(batch=3, seq=64, vocab=500)
-    batch = bench.synthetic_batch(g, seed=1)
+    g = bert.Geometry(batch=3, seq=64, vocab=500)
+    batch = bert.synthetic_batch(g, seed=1)
     assert {k: v.shape for k, v in batch.items()} == {
         "input_ids": (3, 64),
         "token_type_ids": (3, 64),
@@ -72,7 +75,7 @@ def test_synthetic_batch_is_a_valid_window():
     blanks = batch["blank_in_window"].sum(1)
     assert np.all(batch["target_blank"] < blanks)
     assert np.all(batch["blank_positions"] < 64)
-    np.testing.assert_array_equal(batch["input_ids"], bench.synthetic_batch(g, 1)["input_ids"])
+    np.testing.assert_array_equal(batch["input_ids"], bert.synthetic_batch(g, 1)["input_ids"])
 
 
 def test_corpus_is_official_format(tmp_path):
@@ -114,8 +117,8 @@ def test_eval_with_eager_attention():
     _check_side(report["cmrcx"])
     _check_side(report["torch"])
     assert report["torch"]["attn"] == "eager"
-    assert report["flops_per_step"] == bench.forward_flops(
-        bench.Geometry(layers=2, hidden=64, heads=2, intermediate=128, vocab=512, seq=64, batch=4)
+    assert report["flops_per_step"] == bert.forward_flops(
+        bert.Geometry(layers=2, hidden=64, heads=2, intermediate=128, vocab=512, seq=64, batch=4)
     )
 
 
@@ -129,14 +132,14 @@ def test_classify_compares_both_sides():
     assert report["cmrcx"]["examples_per_second"] == pytest.approx(
         4 / report["cmrcx"]["median_step_seconds"]
     )
-    g = bench.Geometry(layers=2, hidden=64, heads=2, intermediate=128, vocab=512, seq=64, batch=4)
-    assert report["flops_per_step"] == 3 * bench.forward_flops(g, num_classes=3)
+    g = bert.Geometry(layers=2, hidden=64, heads=2, intermediate=128, vocab=512, seq=64, batch=4)
+    assert report["flops_per_step"] == 3 * bert.forward_flops(g, num_classes=3)
     assert 0 < report["speed_ratio_cmrcx_over_torch"] < math.inf
 
 
 def test_classification_batch_is_a_sentence_pair():
-    g = bench.Geometry(batch=5, seq=16, vocab=300)
-    batch = bench.classification_batch(g, num_classes=3, seed=2)
+    g = bert.Geometry(batch=5, seq=16, vocab=300)
+    batch = bert.classification_batch(g, num_classes=3, seed=2)
     assert {k: v.shape for k, v in batch.items()} == {
         "input_ids": (5, 16),
         "token_type_ids": (5, 16),
@@ -151,9 +154,34 @@ def test_classification_batch_is_a_sentence_pair():
 
 def test_classifier_head_flops():
     """Pooler h x h and classifier h x C on the [CLS] rows replace the cloze head."""
-    g = bench.Geometry(batch=32, seq=128)
-    encoder = bench.forward_flops(g) - 2 * g.tokens * g.hidden
-    assert bench.forward_flops(g, num_classes=2) == encoder + 2 * 32 * 768 * (768 + 2)
+    g = bert.Geometry(batch=32, seq=128)
+    encoder = bert.forward_flops(g) - 2 * g.tokens * g.hidden
+    assert bert.forward_flops(g, num_classes=2) == encoder + 2 * 32 * 768 * (768 + 2)
+
+
+def test_families_route_subcommands_and_memory_models():
+    assert families.of_command("classify") is bert and families.of_command("_worker") is bert
+    assert families.of_command("generate") is t5 and families.of_command("_t5_worker") is t5
+    assert families.of_command("memory") is None
+    assert families.of_model("custom") is bert and families.of_model("longlm_large") is t5
+    with pytest.raises(SystemExit, match="unknown model 'gpt9'"):
+        families.of_model("gpt9")
+    args = cli.build_parser().parse_args(["_t5_worker", "--side", "torch", "--mode", "generate"])
+    assert t5.worker_geometry(args) == t5.Geometry()
+
+
+def test_side_summary_uses_the_family_names():
+    """Medians over the timed steps; the first (compiling) step and the counters apart."""
+    run = {"step_seconds": [9.0, 1.0, 3.0, 2.0], "minor_faults_per_step": 5.0}
+    run |= {"system_seconds_per_step": 0.5, "user_seconds_per_step": 1.5}
+    runs = [{**run, "compile_events": {"backend_compile_duration": t}} for t in (4.0, 2.0)]
+    summary = harness.side_summary(runs, 1, 10, t5.KEYS, lambda median: {"twice": 2 * median})
+    assert list(summary)[:3] == ["median_seconds", "tokens_per_second", "twice"]
+    assert summary["median_seconds"] == 2.0 and summary["tokens_per_second"] == 5.0
+    assert summary["first_call_seconds"] == 9.0 and summary["first_over_steady"] == 4.5
+    assert summary["seconds_per_round"] == [run["step_seconds"]] * 2
+    assert summary["minor_faults_per_step"] == 5.0
+    assert summary["compile_seconds"] == {"backend_compile_duration": 3.0}
 
 
 def test_input_pipeline_rate():
@@ -236,8 +264,8 @@ def test_train_t5_compares_both_sides():
 
 
 def test_seq2seq_batch_is_full_length():
-    g = bench.T5Geometry(vocab=300, input_length=12, target_length=5, batch=3)
-    batch = bench.seq2seq_batch(g, seed=1)
+    g = t5.Geometry(vocab=300, input_length=12, target_length=5, batch=3)
+    batch = t5.seq2seq_batch(g, seed=1)
     assert {k: v.shape for k, v in batch.items()} == {
         "inputs": (3, 12),
         "inputs_mask": (3, 12),
@@ -252,8 +280,8 @@ def test_seq2seq_batch_is_full_length():
 
 def test_t5_configs_agree():
     """cmrcx's and transformers' T5Config describe the same LongLM-large network."""
-    g = bench.T5_PRESETS["longlm_large"]
-    ours, theirs = bench.cmrcx_t5_config(g), bench.torch_t5_config(g)
+    g = t5.PRESETS["longlm_large"]
+    ours, theirs = t5.cmrcx_config(g), t5.torch_config(g)
     assert (ours.d_model, ours.d_ff, ours.num_heads, ours.num_layers, ours.num_decoder_layers) == (
         theirs.d_model, theirs.d_ff, theirs.num_heads, theirs.num_layers,
         theirs.num_decoder_layers,
