@@ -11,7 +11,7 @@ import pytest
 
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
-from cmrcx.benchmarks.cmrc2019.windows import doc_spans, max_context_span
+from cmrcx.benchmarks.windows import doc_spans, max_context_span
 
 # A long passage: an English name at the very start, ~300 CJK characters, a mixed-case
 # word split into two pieces near the very end.

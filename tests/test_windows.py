@@ -1,4 +1,5 @@
-"""Tests for the stride windows and the max-context rule (`cmrcx.benchmarks.cmrc2019.windows`)."""
+"""Tests for the stride windows and the max-context rule (`cmrcx.benchmarks.cmrc2019.windows`,
+`cmrcx.benchmarks.windows`)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,13 @@ import pytest
 
 from cmrcx.benchmarks.cmrc2019.windows import (
     WINDOW_FEATURES,
-    Span,
     WindowIds,
     candidate_windows,
-    doc_spans,
     find_blanks,
-    max_context_span,
     scoring_examples,
     training_examples,
 )
+from cmrcx.benchmarks.windows import Span, doc_spans, max_context_span
 
 IDS = WindowIds(cls_id=101, sep_id=102, pad_id=0, blank_marker_ids=np.arange(1, 33))
 MAX_BLANKS = len(IDS.blank_marker_ids)

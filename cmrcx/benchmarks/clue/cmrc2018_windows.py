@@ -56,7 +56,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question, baseline_answer_chars
-from cmrcx.benchmarks.cmrc2019.windows import Span, doc_spans
+from cmrcx.benchmarks.windows import Span, doc_spans
 
 # [PRE] json2features defaults (max_seq_length=512, doc_stride=128, max_query_length=64);
 # CLUE's run_mrc_cmrc2018.sh passes --max_seq_length=256.

@@ -17,15 +17,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from cmrcx.benchmarks.windows import doc_spans, max_context_span
+
 # The arrays one window carries: token features are [max_length] each, the blank
 # features [max_blanks] each (see `candidate_windows`).
 TOKEN_FEATURES = ("input_ids", "token_type_ids", "input_mask")
 WINDOW_FEATURES = (*TOKEN_FEATURES, "blank_positions", "blank_in_window", "blank_is_max_context")
-
-
-class Span(NamedTuple):
-    start: int
-    length: int
 
 
 class WindowIds(NamedTuple):
@@ -35,43 +32,6 @@ class WindowIds(NamedTuple):
     sep_id: int
     pad_id: int
     blank_marker_ids: np.ndarray  # int [max_blanks]: id of `[unused k]` at k-1
-
-
-def doc_spans(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> list[Span]:
-    """Window spans over a passage, exactly as the authors' baseline makes them.
-
-    >>> doc_spans(10, 4, 2)
-    [Span(start=0, length=4), Span(start=2, length=4), Span(start=4, length=4), \
-Span(start=6, length=4)]
-    """
-    if max_tokens_for_doc < 1:
-        raise ValueError(f"no room for the passage: max_tokens_for_doc={max_tokens_for_doc}")
-    spans = []
-    start = 0
-    while start < num_tokens:
-        length = min(num_tokens - start, max_tokens_for_doc)
-        spans.append(Span(start, length))
-        if start + length == num_tokens:
-            break
-        start += min(length, doc_stride)
-    return spans or [Span(0, 0)]
-
-
-def max_context_span(spans: list[Span], position: int) -> int:
-    """Index of the span in which `position` has maximum context (BERT's rule).
-
-    The score is min(left context, right context) + 0.01 * span length; the first
-    span wins ties. Returns -1 when no span holds the position.
-    """
-    best_score, best_index = None, -1
-    for index, span in enumerate(spans):
-        end = span.start + span.length - 1
-        if not span.start <= position <= end:
-            continue
-        score = min(position - span.start, end - position) + 0.01 * span.length
-        if best_score is None or score > best_score:
-            best_score, best_index = score, index
-    return best_index
 
 
 def find_blanks(passage_ids: np.ndarray, blank_marker_ids: np.ndarray, num_blanks: int):

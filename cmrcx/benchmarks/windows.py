@@ -1,0 +1,51 @@
+"""Sliding windows over passages longer than the encoder, shared by CMRC 2019 (sentence
+cloze) and CMRC 2018 (span extraction): both baselines are BERT's SQuAD code, whose
+`doc_spans` starts a window every `doc_stride` tokens and whose max-context rule scores a
+position only in the window where it has the most context on its scarcer side.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Span(NamedTuple):
+    start: int
+    length: int
+
+
+def doc_spans(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> list[Span]:
+    """Window spans over a passage, exactly as the authors' baseline makes them.
+
+    >>> doc_spans(10, 4, 2)
+    [Span(start=0, length=4), Span(start=2, length=4), Span(start=4, length=4), \
+Span(start=6, length=4)]
+    """
+    if max_tokens_for_doc < 1:
+        raise ValueError(f"no room for the passage: max_tokens_for_doc={max_tokens_for_doc}")
+    spans = []
+    start = 0
+    while start < num_tokens:
+        length = min(num_tokens - start, max_tokens_for_doc)
+        spans.append(Span(start, length))
+        if start + length == num_tokens:
+            break
+        start += min(length, doc_stride)
+    return spans or [Span(0, 0)]
+
+
+def max_context_span(spans: list[Span], position: int) -> int:
+    """Index of the span in which `position` has maximum context (BERT's rule).
+
+    The score is min(left context, right context) + 0.01 * span length; the first
+    span wins ties. Returns -1 when no span holds the position.
+    """
+    best_score, best_index = None, -1
+    for index, span in enumerate(spans):
+        end = span.start + span.length - 1
+        if not span.start <= position <= end:
+            continue
+        score = min(position - span.start, end - position) + 0.01 * span.length
+        if best_score is None or score > best_score:
+            best_score, best_index = score, index
+    return best_index
