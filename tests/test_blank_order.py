@@ -17,9 +17,9 @@ import seqio
 
 from cmrcx.benchmarks.cmrc2019 import evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
+from cmrcx.benchmarks.cmrc2019.scoring import score_cmrc2019
 from cmrcx.cli import launch
 from cmrcx.common import paths
-from cmrcx.score import score_cmrc2019
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 from cmrcx.training.runner import Runner
 from cmrcx.vocab.wordpiece import WordPieceVocabulary

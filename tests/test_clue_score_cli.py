@@ -95,7 +95,7 @@ def test_misaligned_submission_exits_2(tmp_path: Path) -> None:
 
 
 def test_unknown_task_rejected(tmp_path: Path) -> None:
-    result = _run("clue_c3", SAMPLE_DEV, SAMPLE_DEV)
+    result = _run("clue_c4", SAMPLE_DEV, SAMPLE_DEV)
     assert result.returncode == 2  # argparse usage error
     assert "clue_afqmc" in result.stderr
 
