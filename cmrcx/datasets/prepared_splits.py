@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Callable, Sequence
 
@@ -71,12 +72,22 @@ def prepare_once(
     (a multi-host job on a shared disk) may rename its finished copy into place first:
     TFDS writes atomically, so the FileExistsError it causes here means a whole copy.
     """
-    if make_builder(data_dir=tfds_dir).is_prepared():
-        return
+    absl_logger = logging.getLogger("absl")
+    absl_logger.addFilter(_drop_unprepared_variant_warning)
     try:
+        if make_builder(data_dir=tfds_dir).is_prepared():
+            return
         make_builder(data_dir=tfds_dir, **build_kwargs).download_and_prepare(
             download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
         )
     except FileExistsError:
         if not make_builder(data_dir=tfds_dir).is_prepared():
             raise
+    finally:
+        absl_logger.removeFilter(_drop_unprepared_variant_warning)
+
+
+def _drop_unprepared_variant_warning(record: logging.LogRecord) -> bool:
+    """TFDS warns "Variant folder ... has no dataset_info.json" about the folder it is
+    about to prepare (the first builder made it); nothing is wrong, so it is not shown."""
+    return not record.getMessage().startswith("Variant folder ")
