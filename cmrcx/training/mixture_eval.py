@@ -17,26 +17,12 @@ import os
 import shutil
 import zipfile
 
+from cmrcx.benchmarks.clue.paper import CLUE_EXTRA, CLUE_TABLE_2, METRICS
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.common import errors
 from cmrcx.training import run_config
 
-# Table 2's columns, in its order: (column, tasks that fill it, the preferred first). The
-# leaderboard's current versions (1.1) come before the 1.0 ones.
-CLUE_TABLE_2 = (
-    ("TNEWS", ("clue_tnews11", "clue_tnews10")),
-    ("IFLYTEK", ("clue_iflytek",)),
-    ("CLUEWSC2020", ("clue_cluewsc11", "clue_cluewsc10")),
-    ("AFQMC", ("clue_afqmc",)),
-    ("CSL", ("clue_csl",)),
-    ("OCNLI", ("clue_ocnli",)),
-    ("CMRC", ("clue_cmrc2018",)),
-    ("ChID", ("clue_chid11", "clue_chid10")),
-    ("C3", ("clue_c311", "clue_c310")),
-)
-# Evaluated and submitted too, but not in Table 2's average.
-CLUE_EXTRA = (("CMNLI", ("clue_cmnli",)),)
 # mixture -> (columns averaged, extra columns, the metric of each task: Table 2's caption
 # "We report EM for CMRC 2018 and accuracy for all other tasks").
 MIXTURES = {
@@ -46,7 +32,6 @@ MIXTURES = {
         CLUE_EXTRA,
     ),
 }
-METRICS = {"clue_cmrc2018": "EM"}  # every other task: accuracy (ChID: the baseline decoding)
 
 
 @dataclasses.dataclass
