@@ -5,7 +5,6 @@ reports equal the scorers' on the prediction file it wrote."""
 
 import json
 
-import gin
 import numpy as np
 import pytest
 
@@ -15,13 +14,6 @@ from cmrcx.common.paths import package_path
 from cmrcx.training.runner import Runner
 
 SAMPLES = package_path("data/clue_mrc_sample")
-
-
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 def runner(gin_file, model_dir, tfds_cache, steps=6):

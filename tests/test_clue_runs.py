@@ -32,13 +32,6 @@ make_clue_gin = _load_tool("make_clue_gin")
 SAMPLE = package_path("data/clue_sample/afqmc_public")
 
 
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
-
 @pytest.fixture(scope="module")
 def tfds_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("tfds"))

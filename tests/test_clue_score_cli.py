@@ -8,24 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support import REPO_ROOT, run_cli_in
 from test_clue_fixtures import write_lines, write_task_dir
 
 from cmrcx.benchmarks.clue import TASKS
 from cmrcx.score import SCORERS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 SAMPLE_DEV = REPO / "cmrcx/data/clue_sample/afqmc_public/dev.json"
 
 
 def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cmrcx.score", *map(str, args)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli_in(REPO_ROOT, "score", *args, timeout=120)
 
 
 def _gold_labels(path: Path) -> list[str]:

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 
-import gin
 import pytest
 from test_preemption import flags, runner_for
 
@@ -27,13 +26,6 @@ shift
 echo $? > "$DISK_OUT/status"
 cp -a "$DISK_RUN" "$DISK_OUT/run"
 """
-
-
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 def namespace_command():

@@ -2,7 +2,6 @@
 step; nothing after the last finite step is saved, no prediction file is written, and the
 run resumes from the last good checkpoint with a sane learning rate."""
 
-import gin
 import jax
 import numpy as np
 import pytest
@@ -12,13 +11,6 @@ from test_preemption import runner_for
 from cmrcx import train
 from cmrcx.cli import launch
 from cmrcx.common.errors import TrainingDiverged
-
-
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 def flags(model_dir, tfds_cache, learning_rate):

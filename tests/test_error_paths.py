@@ -8,20 +8,12 @@ the window count), before any training.
 import json
 import shutil
 
-import gin
 import pytest
 
 from cmrcx.cli import launch
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.paths import package_path
 from cmrcx.training.runner import Runner
-
-
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 def _break_json(path, edit):

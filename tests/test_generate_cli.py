@@ -42,13 +42,6 @@ LINES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def fresh_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
-
 def random_model():
     """Every parameter drawn as in test_t5_conversion.py: outputs of order 1 that vary
     with the input (transformers' own init makes this tiny model repeat one token)."""

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import json
 
-import gin
 import numpy as np
 import pytest
 
 from cmrcx import inspect
 from cmrcx.cli import launch
-
-
-@pytest.fixture(autouse=True)
-def fresh_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 @pytest.fixture(scope="module")

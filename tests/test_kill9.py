@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 
-import gin
 import orbax.checkpoint as ocp
 import pytest
 from test_preemption import flags, runner_for
@@ -27,13 +26,6 @@ STEPS = 24
 # Log windows (3) that do not line up with the saves (2): the resumed run must still log
 # the same losses at the same steps.
 INTERVALS = ["--gin.RunConfig.log_every=3", "--gin.RunConfig.save_every=2"]
-
-
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 def run_flags(model_dir, tfds_cache, eval_every=0):

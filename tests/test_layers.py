@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from support import REPO_ROOT
+
+REPO = REPO_ROOT
 ENTRY_POINTS = {"train", "eval", "export", "score", "convert", "tokenize", "generate", "inspect"}
 
 # A module may import modules of its own layer and of lower ranks only.

@@ -27,13 +27,6 @@ from test_decoding_t5 import ODD, reference_model  # noqa: E402
 from cmrcx.weights.hf_io import read_t5_dir  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
-
 def seq2seq_batch(seed: int = 4, source: int = 11, target: int = 7) -> dict[str, np.ndarray]:
     """Three rows, ragged inputs and targets (padded with 0), the last row padding."""
     rng = np.random.default_rng(seed)

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import REPO_ROOT
 
 from cmrcx import score
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 SAMPLE = REPO / "cmrcx/data/clue_mrc_sample"
 CMRC2018_DEV = SAMPLE / "cmrc2018_public/dev.json"
 CHID_ANSWERS = SAMPLE / "chid_public/dev_answer.json"

@@ -5,7 +5,6 @@ geometry): 2 train steps, evaluation, then a fresh runner restores the
 checkpoint and must evaluate to the same numbers.
 """
 
-import gin
 import pytest
 
 from cmrcx.cli import launch
@@ -21,13 +20,6 @@ BASELINES = {
     "cmrc2019_roberta_wwm_ext.gin": (21128, 768, 12, True),
     "cmrc2019_roberta_wwm_ext_large.gin": (21128, 1024, 24, True),
 }
-
-
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 @pytest.mark.parametrize("experiment", sorted(BASELINES))

@@ -20,13 +20,6 @@ from cmrcx.training.runner import Runner
 SAMPLE = package_path("data/clue_sample/afqmc_public")
 
 
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
-
 def flags(model_dir, tfds_cache, steps=6):
     return [
         "--gin_file=clue_afqmc_tiny.gin",

@@ -12,17 +12,17 @@ small fixtures.
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue import cmrc2018_format
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 SHARED_DATA = REPO.parent / "shared" / "data"
 SHARED = SHARED_DATA / "cmrc2019"
 TRIAL = SHARED / "cmrc2019_trial.json"

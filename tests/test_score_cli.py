@@ -10,20 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import REPO_ROOT, run_cli_in
 
-REPO = str(Path(__file__).resolve().parents[1])
+REPO = REPO_ROOT
 
 
 def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": REPO}
-    return subprocess.run(
-        [sys.executable, "-m", "cmrcx.score", *map(str, args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli_in(REPO_ROOT, "score", *args, timeout=120)
 
 
 def _dump(path: Path, document: Any) -> Path:

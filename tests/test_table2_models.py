@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 
-import gin
 import numpy as np
 import pytest
 
@@ -337,13 +336,6 @@ def test_model_config_without_hidden_act_reads_as_gelu(tmp_path):
     assert exports.read_model_config(str(tmp_path)).hidden_act == "gelu"
     with pytest.raises(ValueError, match="hidden_act 'swish'"):
         BertConfig(hidden_act="swish")
-
-
-@pytest.fixture
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 @pytest.mark.parametrize(

@@ -13,13 +13,6 @@ from cmrcx.cli import launch
 from cmrcx.common import errors, paths
 
 
-@pytest.fixture(autouse=True)
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
-
 @pytest.mark.parametrize(
     "typed, registered",
     [

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 import tensorflow as tf
+from support import REPO_ROOT
 
 from cmrcx import tokenize as tokenize_cli
 from cmrcx.tasks.cmrc2019 import tokenize_passage
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
-REPO = str(Path(__file__).resolve().parents[1])
+REPO = str(REPO_ROOT)
 TOKENS = [
     "[PAD]",
     *(f"[unused{i}]" for i in range(1, 6)),

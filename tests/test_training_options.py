@@ -234,13 +234,6 @@ def test_config_rejects_unknown_options():
         BertConfig(dtype="float16")
 
 
-@pytest.fixture
-def clean_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
-
 def test_options_from_gin(clean_gin, tmp_path):
     """fsdp + bf16 + remat + accumulation, all from gin files and bindings: train and eval."""
     launch.parse_gin(

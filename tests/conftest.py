@@ -1,0 +1,63 @@
+"""Fixtures every test folder shares: a clean gin state, the repository root, the bundled
+tiny vocabulary, a CLI runner (the entry points in a child process, as a user runs
+them) and a tiny-run builder (a `Runner` from a gin file and bindings, in process).
+Plain helpers that module-level code needs too are in `support.py`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gin
+import pytest
+from support import REPO_ROOT, run_cli_in
+
+
+@pytest.fixture(autouse=True)
+def clean_gin():
+    """Every test starts and ends with no gin bindings (gin's registry is global)."""
+    gin.clear_config()
+    yield
+    gin.clear_config()
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The checkout these tests belong to (never a machine path)."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def tiny_vocab() -> str:
+    """The bundled 2k-token BERT vocabulary of the tiny runs."""
+    from cmrcx.common.paths import package_path
+
+    return package_path("data/tiny_vocab.txt")
+
+
+@pytest.fixture
+def run_cli():
+    """run_cli("score", "cmrc2019", GOLD, PRED) -> CompletedProcess (see `run_cli_in`)."""
+    return lambda module, *args, **kwargs: run_cli_in(REPO_ROOT, module, *args, **kwargs)
+
+
+@pytest.fixture
+def tiny_runner(tmp_path):
+    """tiny_runner("clue_afqmc_tiny.gin", "RunConfig.num_train_steps = 4", ...) -> a Runner
+    writing into tmp_path/run with its TFDS cache in tmp_path/tfds."""
+
+    def build(gin_file: str, *bindings: str, model_dir: Path | None = None):
+        from cmrcx.cli import launch
+        from cmrcx.training.runner import Runner
+
+        model_dir = model_dir or tmp_path / "run"
+        launch.parse_gin(
+            [gin_file],
+            [
+                f"MODEL_DIR = '{model_dir}'",
+                f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
+                *bindings,
+            ],
+        )
+        return Runner(launch.run_config_from_gin())
+
+    return build
