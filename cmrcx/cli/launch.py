@@ -285,6 +285,39 @@ def _drop_gin_path_misses(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Path not found:")
 
 
+# The run files mark MODEL_DIR and DATA_DIR %gin.REQUIRED. gin passes the marker itself on
+# when nothing overrides it (gin checks only in gin.finalize(), which also locks the
+# config). Left unset, they reach RunConfig as None: RunConfig.checked() says in its own
+# words and order what is missing ("MODEL_DIR is not set: add --gin.MODEL_DIR=...").
+_CHECKED_WHEN_NOT_SET = {"MODEL_DIR": "model_dir", "DATA_DIR": "data_dir"}
+
+
+def run_config_with_required_values() -> RunConfig:
+    """RunConfig() from gin, MODEL_DIR and DATA_DIR None if still %gin.REQUIRED;
+    ConfigError naming any other binding or macro still %gin.REQUIRED."""
+    unset = [key for key in unset_required_values() if key not in _CHECKED_WHEN_NOT_SET]
+    if unset:
+        raise ConfigError(f"{unset[0]} is %gin.REQUIRED and not set: add --gin.{unset[0]}=VALUE")
+    run = RunConfig()
+    fields = [f for f in _CHECKED_WHEN_NOT_SET.values() if getattr(run, f) is gin.REQUIRED]
+    return dataclasses.replace(run, **dict.fromkeys(fields))
+
+
+def unset_required_values() -> list[str]:
+    """What gin.finalize() would report still %gin.REQUIRED, as the key to set:
+    ``MODEL_DIR`` (a macro), ``RunConfig.seed``. One binding at a time through gin's own
+    check (its message names the binding); gin has no public view of the whole config."""
+    unset = []
+    for key, bindings in gin.config._CONFIG.items():
+        for name, value in bindings.items():
+            try:
+                gin.config.find_missing_overrides_hook({key: {name: value}})
+            except ValueError as error:  # "MODEL_DIR/macro.value set to `%gin.REQUIRED` but..."
+                binding = str(error).split(" set to ", 1)[0]
+                unset.append(binding.removesuffix("/macro.value"))
+    return unset
+
+
 @gin.configurable
 @dataclasses.dataclass
 class RunConfig:
@@ -504,7 +537,7 @@ def prepare_process() -> None:
 
 
 def run_config_from_gin() -> RunConfig:
-    return RunConfig().checked()
+    return run_config_with_required_values().checked()
 
 
 def start(argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict]] = ()):
