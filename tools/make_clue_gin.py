@@ -1,4 +1,4 @@
-"""Writes gin_configs/clue_<task>_<model>.gin: CLUE's Table 7, one file per (task, model).
+"""Writes gin_configs/clue/clue_<task>_<model>.gin: CLUE's Table 7, one file per (task, model).
 
     python tools/make_clue_gin.py            # (re)write the files
     python tools/make_clue_gin.py --check    # exit 1 if a file differs (tests run this)
@@ -22,16 +22,16 @@ import argparse
 import pathlib
 import sys
 
-GIN_DIR = pathlib.Path(__file__).resolve().parent.parent / "gin_configs"
+GIN_DIR = pathlib.Path(__file__).resolve().parent.parent / "gin_configs" / "clue"
 
-# model name in file names -> (Table 2/7 name, models/*.gin, vocabulary_name)
+# model name in file names -> (Table 2/7 name, geometry models/<this>.gin, vocabulary_name)
 MODELS = {
-    "bert": ("BERT-base", "bert_base", "bert_chinese"),
-    "bert_wwm_ext": ("BERT-wwm-ext-base", "bert_base", "bert_chinese"),
-    "ernie": ("ERNIE-base", "ernie_base", "ernie"),
-    "roberta_large": ("RoBERTa-large", "roberta_large", "bert_chinese"),
-    "roberta_wwm_ext": ("RoBERTa-wwm-ext-base", "bert_base", "bert_chinese"),
-    "roberta_wwm_ext_large": ("RoBERTa-wwm-ext-large", "bert_large", "bert_chinese"),
+    "bert": ("BERT-base", "bert/base", "bert_chinese"),
+    "bert_wwm_ext": ("BERT-wwm-ext-base", "bert/base", "bert_chinese"),
+    "ernie": ("ERNIE-base", "bert/ernie_base", "ernie"),
+    "roberta_large": ("RoBERTa-large", "bert/roberta_large", "bert_chinese"),
+    "roberta_wwm_ext": ("RoBERTa-wwm-ext-base", "bert/base", "bert_chinese"),
+    "roberta_wwm_ext_large": ("RoBERTa-wwm-ext-large", "bert/large", "bert_chinese"),
 }
 
 # CLUE data set -> the cmrcx tasks trained on it (both versions where 1.0 and 1.1 differ).

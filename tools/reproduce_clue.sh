@@ -4,7 +4,7 @@
 #   tools/reproduce_clue.sh MODEL CLUE_DATA_ROOT PRETRAINED_EXPORT RUNS_ROOT [gin flags...]
 #
 # MODEL              bert | bert_wwm_ext | ernie | roberta_large | roberta_wwm_ext |
-#                    roberta_wwm_ext_large (gin_configs/clue_<task>_<MODEL>.gin, Table 7)
+#                    roberta_wwm_ext_large (gin_configs/clue/clue_<task>_<MODEL>.gin, Table 7)
 # CLUE_DATA_ROOT     the unpacked official downloads: tnews_public/, iflytek_public/,
 #                    cluewsc2020_public/, afqmc_public/, csl_public/, ocnli_public/,
 #                    cmnli_public/, cmrc2018_public/, chid_public/, c3_public/ (and
@@ -27,9 +27,9 @@ PYTHON=${PYTHON:-python}
 # Table 2's columns in its order, then CMNLI (trained, not in Table 2).
 TASKS="clue_tnews11 clue_iflytek clue_cluewsc11 clue_afqmc clue_csl clue_ocnli clue_cmrc2018
   clue_chid11 clue_c311 clue_cmnli"
-GIN_DIR=$(dirname "$(realpath "$0")")/../gin_configs
+GIN_DIR=$(dirname "$(realpath "$0")")/../gin_configs/clue
 if [ ! -f "$GIN_DIR/clue_afqmc_$MODEL.gin" ]; then
-  echo "unknown MODEL $MODEL: no gin_configs/clue_afqmc_$MODEL.gin" >&2; exit 2
+  echo "unknown MODEL $MODEL: no gin_configs/clue/clue_afqmc_$MODEL.gin" >&2; exit 2
 fi
 # The official folder name of each task (and of the diagnostics set) from the task table.
 declare -A PUBLIC_DIR

@@ -1,17 +1,20 @@
 """What `train`, `eval` and `export` share: flags, gin, and building a run.
 
 This is the only layer that applies gin. `--gin_file=NAME.gin` finds bare names
-in the bundled gin_configs/; `--gin.KEY=VALUE` adds one binding (T5X style:
-`--gin.MODEL_DIR="'runs/x'"`). Paths written `cmrcx:REL` point inside the
-installed package (the bundled sample and tiny vocabulary).
+in any folder of the bundled gin_configs/ (and the paths files had before it had
+folders); `--gin.KEY=VALUE` adds one binding (T5X style: `--gin.MODEL_DIR="'runs/x'"`).
+Paths written `cmrcx:REL` point inside the installed package (the bundled sample and
+tiny vocabulary).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.resources
 import logging
 import os
+import pathlib
 import sys
 from collections.abc import Sequence
 
@@ -29,13 +32,130 @@ from cmrcx.common.errors import (
 )
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config
-from cmrcx.training.run_config import RunConfig
+from cmrcx.training.run_config import RUN_TASKS, RunConfig
 
 PREEMPTED_EXIT_STATUS = 143  # 128 + SIGTERM, what schedulers expect of a terminated job
 
 
 def gin_configs_dir() -> str:
     return str(importlib.resources.files("cmrcx.gin_configs"))
+
+
+# Where bundled files were before gin_configs/ had folders (issue 18). These names keep
+# working, in --gin_file and in a user's `include` lines. The model files were renamed:
+MOVED_MODEL_FILES = {
+    "models/bert_base.gin": "models/bert/base.gin",
+    "models/bert_large.gin": "models/bert/large.gin",
+    "models/bert_multilingual.gin": "models/bert/multilingual.gin",
+    "models/bert_tiny.gin": "models/bert/tiny.gin",
+    "models/ernie_base.gin": "models/bert/ernie_base.gin",
+    "models/roberta_large.gin": "models/bert/roberta_large.gin",
+    "models/longlm_small.gin": "models/t5/longlm_small.gin",
+    "models/longlm_base.gin": "models/t5/longlm_base.gin",
+    "models/longlm_large.gin": "models/t5/longlm_large.gin",
+    "models/mt5_base.gin": "models/t5/mt5_base.gin",
+    "models/t5_tiny.gin": "models/t5/tiny.gin",
+}
+# ... and the experiments moved from the top level into a folder under their own name.
+MOVED_EXPERIMENTS = {"cmrc2019_": "cmrc2019/", "clue_": "clue/", "longlm_pretrain_": "lot/"}
+
+
+def moved_gin_file(name: str) -> str | None:
+    """The path in gin_configs/ of a file by its name before the folders:
+    ``models/bert_base.gin`` -> ``models/bert/base.gin``, ``cmrc2019_bert.gin`` ->
+    ``cmrc2019/cmrc2019_bert.gin``; None for any other name."""
+    if name in MOVED_MODEL_FILES:
+        return MOVED_MODEL_FILES[name]
+    for prefix, folder in MOVED_EXPERIMENTS.items():
+        if name.startswith(prefix) and not os.path.dirname(name):
+            return folder + name
+    return None
+
+
+def bundled_gin_files() -> list[str]:
+    """Every bundled gin file, as its path in gin_configs/ (``clue/clue_afqmc_bert.gin``)."""
+    root = pathlib.Path(gin_configs_dir())
+    return sorted(path.relative_to(root).as_posix() for path in root.rglob("*.gin"))
+
+
+def bundled_gin_file(name: str) -> str | None:
+    """The bundled file `name` stands for (absolute path), None if there is none: a path
+    in gin_configs/ (``runs/clue_finetune.gin``), a path from before the folders
+    (moved_gin_file), or a bare name in any folder (``cmrc2019_bert.gin``). ConfigError
+    if a bare name is in two folders (``tiny.gin``: models/bert/ and models/t5/)."""
+    root = gin_configs_dir()
+    for path in (name, moved_gin_file(name)):
+        if path is not None and os.path.isfile(os.path.join(root, path)):
+            return os.path.join(root, path)
+    if os.path.dirname(name):
+        return None
+    found = [path for path in bundled_gin_files() if os.path.basename(path) == name]
+    if len(found) > 1:
+        raise ConfigError(
+            f"gin file {name!r} is in more than one folder: give one of {', '.join(found)}"
+        )
+    return os.path.join(root, found[0]) if found else None
+
+
+def _bundled_names_text() -> str:
+    """The bundled gin files by folder, a folder's experiments as task x model patterns:
+    ``local_tiny.gin; clue/: clue_{afqmc,c310,...}_{bert,ernie,...}.gin, ...; runs/: ...``."""
+    folders: dict[str, list[str]] = {}
+    for path in bundled_gin_files():
+        folder, name = os.path.split(path)
+        folders.setdefault(folder, []).append(name)
+    return "; ".join(
+        f"{folder}/: {_names_as_patterns(names)}" if folder else _names_as_patterns(names)
+        for folder, names in sorted(folders.items())  # the top level first
+    )
+
+
+def _names_as_patterns(names: list[str]) -> str:
+    """``clue_afqmc_bert.gin clue_afqmc_ernie.gin clue_csl_bert.gin clue_csl_ernie.gin``
+    -> ``clue_{afqmc,csl}_{bert,ernie}.gin``: names `<task>_<model>.gin` (a RunConfig.task)
+    where two or more models share two or more tasks; other names as they are."""
+    tasks_of_model: dict[str, list[str]] = {}
+    for name in names:
+        tasks = [task for task in RUN_TASKS if name.startswith(task + "_")]
+        if tasks:
+            task = max(tasks, key=len)
+            tasks_of_model.setdefault(name[len(task) + 1 : -len(".gin")], []).append(task)
+    models_of_tasks: dict[tuple[str, ...], list[str]] = {}
+    for model, tasks in tasks_of_model.items():
+        models_of_tasks.setdefault(tuple(tasks), []).append(model)
+    entries = {name: name for name in names}  # first name of an entry -> its text
+    for tasks, models in models_of_tasks.items():
+        if len(tasks) < 2 or len(models) < 2:
+            continue
+        grid = [f"{task}_{model}.gin" for task in tasks for model in models]
+        for name in grid:
+            del entries[name]
+        shared = os.path.commonprefix(tasks)
+        shared = shared[: shared.rfind("_") + 1]  # clue_
+        tails = ",".join(task[len(shared) :] for task in tasks)
+        entries[min(grid)] = f"{shared}{{{tails}}}_{{{','.join(models)}}}.gin"
+    return ", ".join(text for _, text in sorted(entries.items()))
+
+
+def _moved_include(path: str) -> str | None:
+    """For gin's include search: the bundled file that `path` (a search-path prefix
+    joined with an include's name, e.g. GIN_CONFIGS/models/bert_base.gin) named before
+    the folders; None for any other path."""
+    root = gin_configs_dir()
+    if not path.startswith(root + os.sep):
+        return None
+    moved = moved_gin_file(pathlib.Path(os.path.relpath(path, root)).as_posix())
+    if moved is None or not os.path.isfile(os.path.join(root, moved)):
+        return None
+    return os.path.join(root, moved)
+
+
+def _open_moved_include(path: str):
+    return open(_moved_include(path), encoding="utf-8")
+
+
+def _is_moved_include(path: str) -> bool:
+    return _moved_include(path) is not None
 
 
 def parse_flags(
@@ -82,20 +202,23 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
     if gin_configs_dir() in prefixes:
         prefixes.remove(gin_configs_dir())
     prefixes.insert(0, gin_configs_dir())
+    # A user's `include 'models/bert_base.gin'` (a path from before the folders): gin
+    # tries its readers on each search path in turn, this one after plain open() fails.
+    gin.config.register_file_reader(_open_moved_include, _is_moved_include)
     files = []
     for name in gin_files:
         if os.path.isfile(name):
             files.append(os.path.abspath(name))
-        elif os.path.isfile(os.path.join(gin_configs_dir(), name)):
-            files.append(os.path.join(gin_configs_dir(), name))
+        elif bundled := bundled_gin_file(name):
+            files.append(bundled)
         elif paper_named := _gin_file_of_paper_name(name):
             print(f"note: {name} is {os.path.basename(paper_named)}", file=sys.stderr)
             files.append(paper_named)
         else:
-            bundled = sorted(f for f in os.listdir(gin_configs_dir()) if f.endswith(".gin"))
             raise ConfigError(
-                f"gin file {name!r} not found; bundled: {', '.join(bundled)} (a task's paper "
-                f"name works in their place: {task_names.paper_names_text()})"
+                f"gin file {name!r} not found; bundled (a bare name finds a file in any "
+                f"folder): {_bundled_names_text()} (a task's paper name works in their "
+                f"place: {task_names.paper_names_text()})"
             )
     # gin logs "Path not found" for each search-path miss before it finds an
     # include; those lines are noise (a real miss raises), so they are filtered.
@@ -116,14 +239,47 @@ def _gin_file_of_paper_name(name: str) -> str | None:
     for cut in range(len(parts) - 1, 0, -1):  # the longest task name first
         registered = task_names.find("_".join(parts[:cut]))
         if registered is not None:
-            candidate = os.path.join(gin_configs_dir(), "_".join([registered, *parts[cut:]]))
-            if os.path.isfile(candidate + ".gin"):
-                return candidate + ".gin"
+            candidate = bundled_gin_file("_".join([registered, *parts[cut:]]) + ".gin")
+            if candidate is not None:
+                return candidate
     return None
 
 
 def _drop_gin_path_misses(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Path not found:")
+
+
+# The run files mark MODEL_DIR and DATA_DIR %gin.REQUIRED. gin passes the marker itself on
+# when nothing overrides it (gin checks only in gin.finalize(), which also locks the
+# config). Left unset, they reach RunConfig as None: RunConfig.checked() says in its own
+# words and order what is missing ("MODEL_DIR is not set: add --gin.MODEL_DIR=...").
+_CHECKED_WHEN_NOT_SET = {"MODEL_DIR": "model_dir", "DATA_DIR": "data_dir"}
+
+
+def run_config_with_required_values() -> RunConfig:
+    """RunConfig() from gin, MODEL_DIR and DATA_DIR None if still %gin.REQUIRED;
+    ConfigError naming any other binding or macro still %gin.REQUIRED."""
+    unset = [key for key in unset_required_values() if key not in _CHECKED_WHEN_NOT_SET]
+    if unset:
+        raise ConfigError(f"{unset[0]} is %gin.REQUIRED and not set: add --gin.{unset[0]}=VALUE")
+    run = gin_run_config()
+    fields = [f for f in _CHECKED_WHEN_NOT_SET.values() if getattr(run, f) is gin.REQUIRED]
+    return dataclasses.replace(run, **dict.fromkeys(fields))
+
+
+def unset_required_values() -> list[str]:
+    """What gin.finalize() would report still %gin.REQUIRED, as the key to set:
+    ``MODEL_DIR`` (a macro), ``RunConfig.seed``. One binding at a time through gin's own
+    check (its message names the binding); gin has no public view of the whole config."""
+    unset = []
+    for key, bindings in gin.config._CONFIG.items():
+        for name, value in bindings.items():
+            try:
+                gin.config.find_missing_overrides_hook({key: {name: value}})
+            except ValueError as error:  # "MODEL_DIR/macro.value set to `%gin.REQUIRED` but..."
+                binding = str(error).split(" set to ", 1)[0]
+                unset.append(binding.removesuffix("/macro.value"))
+    return unset
 
 
 def prepare_process() -> None:
@@ -156,7 +312,7 @@ def gin_run_config() -> RunConfig:
 
 def run_config_from_gin() -> RunConfig:
     """The RunConfig of the parsed gin files and bindings, checked (paths resolved)."""
-    return gin_run_config().checked()
+    return run_config_with_required_values().checked()
 
 
 def start(argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict]] = ()):
