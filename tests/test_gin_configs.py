@@ -11,7 +11,6 @@ import pytest
 
 from cmrcx.cli import launch
 from cmrcx.common import errors
-from cmrcx.training import run_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -92,7 +91,7 @@ def test_a_users_file_including_old_paths_still_parses(tmp_path, monkeypatch):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "bert_tiny.gin").write_text("RunConfig.log_every = 99\n")
     launch.parse_gin([str(mine)], [])
-    run = run_config.RunConfig()
+    run = launch.gin_run_config()
     assert run.model.hidden_size == 128 and run.require_pretrained and run.seed == 7
     assert run.log_every == 10
     assert gin.query_parameter("cmrcx.T5Config.d_model") == 512
@@ -105,7 +104,7 @@ def test_a_users_include_of_a_new_bare_name_finds_the_users_file(tmp_path, monke
     (tmp_path / "mine.gin").write_text("include 'cmrc2019_tiny.gin'\ninclude 'data.gin'\n")
     monkeypatch.chdir(tmp_path)
     launch.parse_gin(["mine.gin"], [])
-    assert run_config.RunConfig().seed == 5
+    assert launch.gin_run_config().seed == 5
 
 
 def test_the_not_found_error_lists_the_files_by_folder():
