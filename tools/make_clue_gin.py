@@ -3,12 +3,9 @@
     python tools/make_clue_gin.py            # (re)write the files
     python tools/make_clue_gin.py --check    # exit 1 if a file differs (tests run this)
 
-The table below is Table 7 of Xu et al., COLING 2020 ("Parameters for fine-tuning"),
-cell by cell; each generated file cites its cell. CMNLI is not in Table 7: its values
-are CLUE's run script (baselines/models_pytorch/classifier_pytorch/
-run_classifier_cmnli.sh @0059793: batch 16, length 128, 2 epochs, 3e-5). OCNLI has no
-cell for BERT-wwm-ext and RoBERTa-large: they take the BERT-base cell, as the run script
-(run_classifier_ocnli.sh) does for every model.
+The table is Table 7 of Xu et al., COLING 2020 ("Parameters for fine-tuning"), cell by
+cell, in `cmrcx.benchmarks.clue.paper.TABLE_7`; each generated file cites its cell.
+CMNLI's values (not in Table 7) and OCNLI's missing cells are explained there.
 
 The reading-comprehension tasks (CMRC 2018, ChID, C3) include runs/clue_mrc_finetune.gin
 (the MRC scripts' BERTAdam settings) and add what Table 7 does not give from CLUE's run
@@ -22,16 +19,21 @@ import argparse
 import pathlib
 import sys
 
+from cmrcx.benchmarks.clue.paper import TABLE_7, TABLE_7_MODELS
+
 GIN_DIR = pathlib.Path(__file__).resolve().parent.parent / "gin_configs" / "clue"
 
 # model name in file names -> (Table 2/7 name, geometry models/<this>.gin, vocabulary_name)
 MODELS = {
-    "bert": ("BERT-base", "bert/base", "bert_chinese"),
-    "bert_wwm_ext": ("BERT-wwm-ext-base", "bert/base", "bert_chinese"),
-    "ernie": ("ERNIE-base", "bert/ernie_base", "ernie"),
-    "roberta_large": ("RoBERTa-large", "bert/roberta_large", "bert_chinese"),
-    "roberta_wwm_ext": ("RoBERTa-wwm-ext-base", "bert/base", "bert_chinese"),
-    "roberta_wwm_ext_large": ("RoBERTa-wwm-ext-large", "bert/large", "bert_chinese"),
+    name: (TABLE_7_MODELS[name], geometry, vocabulary_name)
+    for name, geometry, vocabulary_name in (
+        ("bert", "bert/base", "bert_chinese"),
+        ("bert_wwm_ext", "bert/base", "bert_chinese"),
+        ("ernie", "bert/ernie_base", "ernie"),
+        ("roberta_large", "bert/roberta_large", "bert_chinese"),
+        ("roberta_wwm_ext", "bert/base", "bert_chinese"),
+        ("roberta_wwm_ext_large", "bert/large", "bert_chinese"),
+    )
 }
 
 # CLUE data set -> the cmrcx tasks trained on it (both versions where 1.0 and 1.1 differ).
@@ -48,47 +50,6 @@ TASKS = {
     "c3": ("clue_c311", "clue_c310"),
 }
 
-ALL = tuple(MODELS)
-# data set -> [(models, batch size, max length, epochs, learning rate, source cell)]
-TABLE_7 = {
-    "afqmc": [(ALL, 16, 128, 3, "2e-5", "Table 7, AFQMC / All*")],
-    "tnews": [(ALL, 16, 128, 3, "2e-5", "Table 7, TNEWS / All*")],
-    "iflytek": [
-        (("roberta_large", "roberta_wwm_ext_large"), 24, 128, 3, "2e-5",
-         "Table 7, IFLYTEK / RoBERT-large, RoBERTa-wwm-ext-large"),
-        (("bert", "bert_wwm_ext", "ernie", "roberta_wwm_ext"), 32, 128, 3, "2e-5",
-         "Table 7, IFLYTEK / All* except above"),
-    ],
-    "ocnli": [
-        (("bert", "roberta_wwm_ext_large"), 32, 128, 3, "2e-5",
-         "Table 7, OCNLI / BERT-base, RoBERTa-wwm-ext-large"),
-        (("roberta_wwm_ext", "ernie"), 32, 128, 3, "3e-5",
-         "Table 7, OCNLI / RoBERTa-wwm-ext, ERNIE"),
-        (("bert_wwm_ext", "roberta_large"), 32, 128, 3, "2e-5",
-         "not in Table 7 (OCNLI lists no cell for this model): the BERT-base cell"),
-    ],
-    "cmnli": [
-        (ALL, 16, 128, 2, "3e-5",
-         "not in Table 7: CLUE's run_classifier_cmnli.sh @0059793"),
-    ],
-    "cluewsc2020": [(ALL, 8, 128, 50, "2e-5", "Table 7, CLUEWSC2020 / All* except ALBERT-tiny")],
-    "csl": [
-        (("roberta_large",), 4, 256, 5, "5e-6", "Table 7, CSL / RoBERTa-large"),
-        (("bert", "bert_wwm_ext", "ernie", "roberta_wwm_ext", "roberta_wwm_ext_large"), 4, 256, 5,
-         "1e-5", "Table 7, CSL / All* except above"),
-    ],
-    "cmrc2018": [
-        (("roberta_wwm_ext_large",), 32, 512, 2, "2.5e-5",
-         "Table 7, CMRC* / RoBERTa-wwm-ext-large"),
-        (("roberta_large",), 32, 256, 2, "3e-5", "Table 7, CMRC* / RoBERTa-large"),
-        (("roberta_wwm_ext",), 32, 512, 2, "3e-5",
-         "Table 7, CMRC* / XLNET-mid, RoBERTa-wwm-ext-base"),
-        (("bert", "bert_wwm_ext", "ernie"), 32, 512, 2, "3e-5",
-         "Table 7, CMRC* / All* except above"),
-    ],
-    "chid": [(ALL, 24, 64, 3, "2e-5", "Table 7, CHID / All*")],
-    "c3": [(ALL, 24, 512, 8, "2e-5", "Table 7, C^3 / All*")],
-}  # fmt: skip
 
 CLASSIFICATION_RUN = "runs/clue_finetune.gin"
 MRC_RUN = "runs/clue_mrc_finetune.gin"
