@@ -1,6 +1,6 @@
 """SeqIO tasks for CMRC 2019 (sentence cloze), one registration helper.
 
-`register_cmrc2019(vocabulary_name, vocab_file, data_dir)` registers the task
+`register(vocabulary_name, vocab_file, {"cmrc2019": data_dir})` registers the task
 `cmrc2019_<vocabulary_name>` (e.g. `cmrc2019_bert_chinese`, `cmrc2019_bert_multilingual`,
 `cmrc2019_tiny`) and the mixture `cmrc2019`. The vocabulary is data, chosen by
 gin at the entry point; no task block is repeated per vocabulary.
@@ -16,6 +16,7 @@ Pipeline, per passage (TFDS record) -> many windows (model examples):
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import numpy as np
 import seqio
@@ -25,6 +26,7 @@ from cmrcx.benchmarks.cmrc2019 import metrics as cmrc2019_metrics
 from cmrcx.benchmarks.cmrc2019 import windows as cmrc2019_windows
 from cmrcx.benchmarks.cmrc2019.official_format import PASSAGE_REWRITES
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
+from cmrcx.tasks import task_name
 from cmrcx.vocab.wordpiece import UNUSED_TOKEN, WordPieceVocabulary
 
 MIXTURE_NAME = "cmrc2019"
@@ -129,28 +131,30 @@ def answers_postprocessor(output, example=None, is_target=False):
     return output
 
 
-def task_name(vocabulary_name: str, training: bool) -> str:
-    return f"cmrc2019_{vocabulary_name}" + ("" if training else "_scoring")
-
-
-def register_cmrc2019(
+def register(
     vocabulary_name: str,
     vocab_file: str,
-    data_dir: str,
+    data_dirs: Mapping[str, str],
+    *,
     max_length: int = 512,
     doc_stride: int = 128,
     max_candidate_tokens: int = 64,
     max_blanks: int = MAX_BLANKS,
     tfds_cache_dir: str | None = None,
     lower_case: bool = True,
-) -> tuple[str, str]:
-    """Registers the training and scoring tasks for one vocabulary and data dir.
+) -> list[str]:
+    """Registers the training and scoring tasks for one vocabulary and the data dir
+    ``data_dirs["cmrc2019"]`` (the folder of cmrc2019_train.json, ...).
 
     Each split's official file in `data_dir` is read (and its TFDS copy prepared) when
     that split is first asked for, so a split the run does not use is never read.
     Registering again (another data dir or length) replaces the earlier tasks.
-    Returns (training task name, scoring task name).
+    Returns [training task name, scoring task name] (``cmrc2019_<vocabulary_name>`` and
+    ``cmrc2019_<vocabulary_name>_scoring``).
     """
+    if set(data_dirs) != {"cmrc2019"}:
+        raise ValueError(f"data_dirs {dict(data_dirs)}: CMRC 2019 takes {{'cmrc2019': DATA_DIR}}")
+    data_dir = data_dirs["cmrc2019"]
     if max_candidate_tokens + 3 >= max_length:
         raise ValueError(
             f"max_length {max_length} leaves no room for the passage after a candidate of "
@@ -171,7 +175,7 @@ def register_cmrc2019(
     window_args = dict(ids=ids, max_length=max_length, doc_stride=doc_stride)
     names = []
     for training in (True, False):
-        name = task_name(vocabulary_name, training)
+        name = task_name("cmrc2019", vocabulary_name, "" if training else "scoring")
         seqio.TaskRegistry.remove(name)
         windowing = training_windows if training else scoring_windows
         seqio.TaskRegistry.add(
@@ -185,4 +189,4 @@ def register_cmrc2019(
         names.append(name)
     seqio.MixtureRegistry.remove(MIXTURE_NAME)
     seqio.MixtureRegistry.add(MIXTURE_NAME, [(names[0], 1.0)])
-    return names[0], names[1]
+    return names

@@ -63,10 +63,10 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def scoring_examples(data_dir, tmp_path_factory):
-    _, score_task = cmrc2019_tasks.register_cmrc2019(
+    _, score_task = cmrc2019_tasks.register(
         "tiny_blank_order",
         TINY_VOCAB,
-        str(data_dir),
+        {"cmrc2019": str(data_dir)},
         max_length=MAX_LENGTH,
         doc_stride=DOC_STRIDE,
         tfds_cache_dir=str(tmp_path_factory.mktemp("tfds")),
@@ -76,7 +76,7 @@ def scoring_examples(data_dir, tmp_path_factory):
         sequence_length=None, split="validation", shuffle=False
     )
     yield list(dataset.as_numpy_iterator())
-    for name in cmrc2019_tasks.task_name("tiny_blank_order", True), score_task:
+    for name in cmrc2019_tasks.task_name("cmrc2019", "tiny_blank_order"), score_task:
         seqio.TaskRegistry.remove(name)
 
 

@@ -21,8 +21,13 @@ def registered(tmp_path_factory):
         "clue_chid11": f"{SAMPLES}/chid_public",
         "clue_c311": f"{SAMPLES}/c3_public",
     }
-    return clue_mrc.register_clue_mrc(
-        "mrctest", VOCAB, data_dirs, max_length=64, tfds_cache_dir=cache, doc_stride=32
+    return clue_mrc.register(
+        "mrctest",
+        VOCAB,
+        data_dirs,
+        max_length=64,
+        tfds_cache_dir=cache,
+        doc_stride=32,
     )
 
 

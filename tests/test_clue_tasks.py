@@ -113,8 +113,12 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _register(vocab_file: str, data_dirs: dict[str, str], cache_dir: str) -> list[str]:
-    return clue_tasks.register_clue(
-        VOCABULARY_NAME, vocab_file, data_dirs, max_length=MAX_LENGTH, tfds_cache_dir=cache_dir
+    return clue_tasks.register(
+        VOCABULARY_NAME,
+        vocab_file,
+        data_dirs,
+        max_length=MAX_LENGTH,
+        tfds_cache_dir=cache_dir,
     )
 
 
@@ -274,8 +278,11 @@ def test_malformed_dev_file_does_not_block_train(
     assert excinfo.type is DataFormatError
     assert str(excinfo.value) == f"{dev}: line 2: field 'sentence2': missing"
     assert len(_records("clue_afqmc", directory, "train", cache)) == 2
-    names = clue_tasks.register_clue(
-        "broken_dev", vocab_file, {"clue_afqmc": str(directory)}, tfds_cache_dir=cache
+    names = clue_tasks.register(
+        "broken_dev",
+        vocab_file,
+        {"clue_afqmc": str(directory)},
+        tfds_cache_dir=cache,
     )
     try:
         assert len(_task_examples(names[0], "train")) == 2
@@ -620,7 +627,7 @@ def test_only_tasks_with_a_data_dir_are_registered(
     tmp_path, vocab_file, other_registrations
 ) -> None:
     missing = str(tmp_path / "not_unpacked_yet")  # registration reads nothing
-    names = clue_tasks.register_clue("partial", vocab_file, {"clue_iflytek": missing})
+    names = clue_tasks.register("partial", vocab_file, {"clue_iflytek": missing})
     try:
         assert names == ["clue_iflytek_partial"]
         assert "clue_afqmc_partial" not in seqio.TaskRegistry.names()
@@ -628,17 +635,17 @@ def test_only_tasks_with_a_data_dir_are_registered(
         with pytest.raises(MissingSplitError, match="not_unpacked_yet is not a directory"):
             _task_examples(names[0], "validation")
         # Registering again without the row removes its task.
-        names = clue_tasks.register_clue("partial", vocab_file, {"clue_csl": missing})
+        names = clue_tasks.register("partial", vocab_file, {"clue_csl": missing})
         assert "clue_iflytek_partial" not in seqio.TaskRegistry.names()
     finally:
         for name in ("clue_iflytek_partial", "clue_csl_partial"):
             seqio.TaskRegistry.remove(name)
     with pytest.raises(KeyError, match="unknown CLUE task 'afqmc'"):
-        clue_tasks.register_clue("bad", vocab_file, {"afqmc": missing})
+        clue_tasks.register("bad", vocab_file, {"afqmc": missing})
     with pytest.raises(ValueError, match="no data dirs"):
-        clue_tasks.register_clue("bad", vocab_file, {})
+        clue_tasks.register("bad", vocab_file, {})
     with pytest.raises(ValueError, match="max_length 2"):
-        clue_tasks.register_clue("bad", vocab_file, {"clue_csl": missing}, max_length=2)
+        clue_tasks.register("bad", vocab_file, {"clue_csl": missing}, max_length=2)
 
 
 def test_docstring_examples() -> None:
@@ -649,7 +656,7 @@ def test_task_max_length_defaults(tmp_path, vocab_file, other_registrations) -> 
     """128 for every task by default; None takes the table's (CSL 256, paper Table 7)."""
     dirs = {"clue_csl": str(tmp_path), "clue_afqmc": str(tmp_path)}
     for max_length, expected in ((128, {"clue_csl": 128, "clue_afqmc": 128}), (None, None)):
-        names = clue_tasks.register_clue("lengths", vocab_file, dirs, max_length=max_length)
+        names = clue_tasks.register("lengths", vocab_file, dirs, max_length=max_length)
         try:
             got = {
                 name.removesuffix("_lengths"): seqio.get_mixture_or_task(name)

@@ -168,10 +168,10 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def tasks(data_dir: Path, cache_dir: str):
     """Registers the tiny tasks once for the module; removes them afterwards."""
-    names = cmrc2019_tasks.register_cmrc2019(
+    names = cmrc2019_tasks.register(
         "tiny",
         TINY_VOCAB,
-        str(data_dir),
+        {"cmrc2019": str(data_dir)},
         max_length=MAX_LENGTH,
         doc_stride=DOC_STRIDE,
         max_candidate_tokens=MAX_CANDIDATE_TOKENS,
@@ -322,10 +322,10 @@ def test_a_broken_unused_split_does_not_block_the_others(tmp_path: Path) -> None
     """A malformed test file: train and validation still work; reading test fails clearly."""
     data = _write_fixture(tmp_path / "data")
     (data / "cmrc2019_qualify.json").write_text('{"data": [{"context_id": 1', encoding="utf-8")
-    train_task, score_task = cmrc2019_tasks.register_cmrc2019(
+    train_task, score_task = cmrc2019_tasks.register(
         "tiny_broken_test",
         TINY_VOCAB,
-        str(data),
+        {"cmrc2019": str(data)},
         max_length=MAX_LENGTH,
         doc_stride=DOC_STRIDE,
         max_candidate_tokens=MAX_CANDIDATE_TOKENS,
@@ -347,8 +347,8 @@ def test_a_broken_unused_split_does_not_block_the_others(tmp_path: Path) -> None
 
 
 def test_register_names_and_mixture(tasks) -> None:
-    """register_cmrc2019 returns cmrc2019_<vocab> and *_scoring, and the cmrc2019 mixture."""
-    assert tasks == ("cmrc2019_tiny", "cmrc2019_tiny_scoring")
+    """register returns cmrc2019_<vocab> and *_scoring, and the cmrc2019 mixture."""
+    assert tasks == ["cmrc2019_tiny", "cmrc2019_tiny_scoring"]
     for name in tasks:
         task = seqio.get_mixture_or_task(name)
         assert isinstance(task, seqio.Task)
@@ -365,9 +365,9 @@ def test_register_another_vocabulary(tasks, data_dir: Path, cache_dir: str) -> N
         max_candidate_tokens=MAX_CANDIDATE_TOKENS,
         tfds_cache_dir=cache_dir,
     )
-    names = cmrc2019_tasks.register_cmrc2019("other", TINY_VOCAB, str(data_dir), **kwargs)
+    names = cmrc2019_tasks.register("other", TINY_VOCAB, {"cmrc2019": str(data_dir)}, **kwargs)
     try:
-        assert names == ("cmrc2019_other", "cmrc2019_other_scoring")
+        assert names == ["cmrc2019_other", "cmrc2019_other_scoring"]
         assert seqio.get_mixture_or_task("cmrc2019_tiny")  # the first registration survives
         mixture = seqio.get_mixture_or_task(cmrc2019_tasks.MIXTURE_NAME)
         assert [t.name for t in mixture.tasks] == ["cmrc2019_other"]
@@ -380,7 +380,7 @@ def test_register_another_vocabulary(tasks, data_dir: Path, cache_dir: str) -> N
             ),
         )
     finally:  # the mixture points at the tiny tasks again, whatever the test order
-        cmrc2019_tasks.register_cmrc2019("tiny", TINY_VOCAB, str(data_dir), **kwargs)
+        cmrc2019_tasks.register("tiny", TINY_VOCAB, {"cmrc2019": str(data_dir)}, **kwargs)
 
 
 def test_hand_written_example(tasks, vocab: WordPieceVocabulary) -> None:
@@ -550,8 +550,12 @@ def test_prepare_sees_a_same_size_edit_with_the_old_timestamp(tmp_path: Path) ->
 
 def test_register_rejects_a_window_with_no_room_for_the_passage(data_dir: Path) -> None:
     with pytest.raises(ValueError, match="no room for the passage"):
-        cmrc2019_tasks.register_cmrc2019(
-            "tiny", TINY_VOCAB, str(data_dir), max_length=64, max_candidate_tokens=64
+        cmrc2019_tasks.register(
+            "tiny",
+            TINY_VOCAB,
+            {"cmrc2019": str(data_dir)},
+            max_length=64,
+            max_candidate_tokens=64,
         )
 
 

@@ -15,10 +15,10 @@ SCORE_KEYS, TRAIN_KEYS = ClozeModel.score_keys, ClozeModel.train_keys
 
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory):
-    return cmrc2019.register_cmrc2019(
+    return cmrc2019.register(
         "pipeline_test",
         package_path("data/tiny_vocab.txt"),
-        package_path("data/cmrc2019_sample"),
+        {"cmrc2019": package_path("data/cmrc2019_sample")},
         max_length=128,
         doc_stride=64,
         tfds_cache_dir=str(tmp_path_factory.mktemp("tfds")),

@@ -209,8 +209,12 @@ def spiece(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def registered(spiece) -> list[str]:
-    return longlm.register_longlm_pretrain(
-        "pretraintest", spiece, str(CORPUS), input_length=64, target_length=64
+    return longlm.register(
+        "pretraintest",
+        spiece,
+        {"train": str(CORPUS)},
+        max_length=64,
+        target_length=64,
     )
 
 
@@ -277,8 +281,12 @@ def test_tasks_with_longlm_layout(tmp_path) -> None:
     from test_sentencepiece_vocab import train_xlnet_layout_model
 
     spiece = train_xlnet_layout_model(tmp_path / "spiece")
-    names = longlm.register_longlm_pretrain(
-        "pretrainxlnet", spiece, str(CORPUS), input_length=64, target_length=64
+    names = longlm.register(
+        "pretrainxlnet",
+        spiece,
+        {"train": str(CORPUS)},
+        max_length=64,
+        target_length=64,
     )
     vocabulary = seqio.get_mixture_or_task(names[0]).output_features["targets"].vocabulary
     assert (vocabulary.pad_id, vocabulary.eos_id, vocabulary.unk_id) == (5, 2, 0)
@@ -289,8 +297,12 @@ def test_tasks_with_longlm_layout(tmp_path) -> None:
 
 def test_validation_split(spiece, tmp_path) -> None:
     (tmp_path / "held_out.txt").write_text("从前有一座山。山里有一座庙。\n" * 4, encoding="utf-8")
-    names = longlm.register_longlm_pretrain(
-        "pretrainsplit", spiece, str(CORPUS), str(tmp_path), input_length=32, target_length=32
+    names = longlm.register(
+        "pretrainsplit",
+        spiece,
+        {"train": str(CORPUS), "validation": str(tmp_path)},
+        max_length=32,
+        target_length=32,
     )
     task = seqio.get_mixture_or_task(names[1])
     assert task.splits == ("train", "validation")
@@ -301,25 +313,34 @@ def test_validation_split(spiece, tmp_path) -> None:
 def test_bad_corpus_files(spiece, tmp_path) -> None:
     (tmp_path / "good.txt").write_text("从前有一座山。\n", encoding="utf-8")
     (tmp_path / "broken.txt").write_bytes("第一行\n".encode() + b"\xe4\xbd\n")
-    names = longlm.register_longlm_pretrain("pretrainbad", spiece, str(tmp_path))
+    names = longlm.register("pretrainbad", spiece, {"train": str(tmp_path)})
     dataset = seqio.get_mixture_or_task(names[0]).get_dataset(None, "train", shuffle=False)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"broken\.txt(.|\n)*line(.|\n)*2"):
         list(dataset.as_numpy_iterator())
     empty = tmp_path / "empty"
     empty.mkdir()
-    names = longlm.register_longlm_pretrain("pretrainempty", spiece, str(empty))
+    names = longlm.register("pretrainempty", spiece, {"train": str(empty)})
     with pytest.raises(ValueError, match=re.escape(str(empty))):
         seqio.get_mixture_or_task(names[0]).get_dataset(None, "train", shuffle=False)
 
 
 def test_lengths_are_checked(spiece) -> None:
     with pytest.raises(ValueError, match="needs up to 66 inputs"):
-        longlm.register_longlm_pretrain(
-            "pretrainlen", spiece, str(CORPUS), text_length=64, input_length=64, target_length=64
+        longlm.register(
+            "pretrainlen",
+            spiece,
+            {"train": str(CORPUS)},
+            text_length=64,
+            max_length=64,
+            target_length=64,
         )
     with pytest.raises(ValueError, match="sentinels"):  # 2046 tokens: 308 spans > 99
-        longlm.register_longlm_pretrain(
-            "pretrainlen", spiece, str(CORPUS), input_length=2048, target_length=2048
+        longlm.register(
+            "pretrainlen",
+            spiece,
+            {"train": str(CORPUS)},
+            max_length=2048,
+            target_length=2048,
         )
 
 

@@ -1,6 +1,6 @@
 """SeqIO tasks for CLUE's classification family: the table in a loop, one helper.
 
-`register_clue(vocabulary_name, vocab_file, data_dirs)` registers, for every row of
+`register(vocabulary_name, vocab_file, data_dirs)` registers, for every row of
 `cmrcx.benchmarks.clue.tasks.TASKS` whose official folder is in ``data_dirs``, the task
 ``<row name>_<vocabulary_name>`` (e.g. ``clue_afqmc_bert_chinese``, ``clue_tnews11_tiny``),
 and the mixtures ``clue_classification`` and ``clue`` over them. A row without a data dir
@@ -41,6 +41,7 @@ from cmrcx.benchmarks.clue import metrics as clue_metrics
 from cmrcx.benchmarks.clue.submission import labels_from_indices
 from cmrcx.benchmarks.clue.tasks import TASKS, ClueTask, get_task
 from cmrcx.datasets import clue as clue_tfds
+from cmrcx.tasks import task_name
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 MIXTURE_NAMES = ("clue_classification", "clue")
@@ -48,11 +49,6 @@ MIXTURE_NAMES = ("clue_classification", "clue")
 METRIC_FNS = {"accuracy": clue_metrics.accuracy}
 # Integer features other than token ids (token types, mask, label): no vocabulary.
 _NUMBERS = seqio.PassThroughVocabulary(size=0)
-
-
-def task_name(clue_task: str, vocabulary_name: str) -> str:
-    """``("clue_afqmc", "bert_chinese")`` -> ``"clue_afqmc_bert_chinese"``."""
-    return f"{get_task(clue_task).name}_{vocabulary_name}"
 
 
 # --- Preprocessors ----------------------------------------------------------------------
@@ -190,10 +186,11 @@ def train_examples_rate(task: seqio.Task, versions: int = 1) -> float:
     return task.num_input_examples("train") / versions
 
 
-def register_clue(
+def register(
     vocabulary_name: str,
     vocab_file: str,
     data_dirs: Mapping[str, str],
+    *,
     max_length: int | None = 128,
     lower_case: bool = True,
     tfds_cache_dir: str | None = None,
@@ -218,7 +215,7 @@ def register_clue(
     """
     rows = [get_task(name) for name in data_dirs]  # KeyError listing the known names
     if not rows:
-        raise ValueError("register_clue: no data dirs given, so no CLUE task to register")
+        raise ValueError("register: no data dirs given, so no CLUE task to register")
     if max_length is not None and max_length < 3:
         raise ValueError(f"max_length {max_length} leaves no room for [CLS] a [SEP]")
     vocabulary = WordPieceVocabulary(vocab_file, lower_case=lower_case)

@@ -1,6 +1,6 @@
 """SeqIO tasks for CLUE's reading comprehension: CMRC 2018, ChID and C3.
 
-`register_clue_mrc(vocabulary_name, vocab_file, data_dirs)` registers, for every row of
+`register(vocabulary_name, vocab_file, data_dirs)` registers, for every row of
 `cmrcx.benchmarks.clue.reading_tasks.TASKS` given a data dir, the task
 ``<row name>_<vocabulary_name>`` (``clue_cmrc2018_bert_chinese``, ``clue_chid11_tiny``),
 and the mixture ``clue_multiple_choice`` over the ChID and C3 tasks registered.
@@ -51,16 +51,12 @@ from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
 from cmrcx.datasets import chid as chid_tfds
 from cmrcx.datasets import cmrc2018 as cmrc2018_tfds
+from cmrcx.tasks import task_name
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 MIXTURE_NAME = "clue_multiple_choice"
 _NUMBERS = seqio.PassThroughVocabulary(size=0)
 _TOKEN_FEATURES = ("input_ids", "token_type_ids", "input_mask")
-
-
-def task_name(mrc_task: str, vocabulary_name: str) -> str:
-    """``("clue_chid11", "tiny")`` -> ``"clue_chid11_tiny"``."""
-    return f"{get_task(mrc_task).name}_{vocabulary_name}"
 
 
 def exact_match_and_f1(targets: Sequence[Sequence[str]], predictions: Sequence[str]) -> dict:
@@ -274,10 +270,11 @@ def _output_features(row: MrcTask, vocabulary) -> dict[str, seqio.Feature]:
     return features
 
 
-def register_clue_mrc(
+def register(
     vocabulary_name: str,
     vocab_file: str,
     data_dirs: Mapping[str, str],
+    *,
     max_length: int | None = None,
     lower_case: bool = True,
     tfds_cache_dir: str | None = None,
@@ -291,7 +288,7 @@ def register_clue_mrc(
       max_length: window / choice sequence length; None takes each row's Table 7 value.
       doc_stride: CMRC 2018's window stride in passage tokens (the baseline's 128).
       train_split: the split whose CMRC 2018 windows carry answer positions.
-      Others as `cmrcx.tasks.clue.classification.register_clue`.
+      Others as `cmrcx.tasks.clue.classification.register`.
 
     Returns:
       The registered task names.
@@ -341,4 +338,4 @@ def _train_examples(task: seqio.Task) -> float:
     return float(task.source.num_input_examples("train"))
 
 
-__all__ = ["TASKS", "register_clue_mrc", "span_windows", "split_records", "task_name"]
+__all__ = ["TASKS", "register", "span_windows", "split_records", "task_name"]

@@ -1,6 +1,6 @@
 """SeqIO tasks for LongLM pretraining (LOT paper section 4): a table plus a loop.
 
-`register_longlm_pretrain(vocabulary_name, spiece_model, corpus_dir, ...)` registers, per
+`register(vocabulary_name, spiece_model, {"train": corpus_dir, ...})` registers, per
 row of `TASKS`, the task `<row name>_<vocabulary_name>` (`longlm_infilling_longlm`,
 `longlm_continuation_longlm`, ...) and the mixture `longlm_pretrain` of the two, rate 1
 each (the paper gives no ratio). Splits: "train" reads `corpus_dir/*.txt`, "validation"
@@ -51,6 +51,7 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.benchmarks.lot import pretraining
+from cmrcx.tasks import task_name
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
 MIXTURE_NAME = "longlm_pretrain"
@@ -99,11 +100,6 @@ TASKS = {
         },
     ),
 }
-
-
-def task_name(row: str, vocabulary_name: str) -> str:
-    """``("longlm_infilling", "longlm")`` -> ``"longlm_infilling_longlm"``."""
-    return f"{TASKS[row].name}_{vocabulary_name}"
 
 
 # --- Files to texts ---------------------------------------------------------------------
@@ -319,12 +315,12 @@ def check_lengths(text_length: int, input_length: int, target_length: int, num_s
             )
 
 
-def register_longlm_pretrain(
+def register(
     vocabulary_name: str,
     spiece_model: str,
-    corpus_dir: str,
-    validation_dir: str | None = None,
-    input_length: int = 512,
+    data_dirs: Mapping[str, str | None],
+    *,
+    max_length: int = 512,
     target_length: int = 512,
     text_length: int | None = None,
     first_sentinel: int = FIRST_SENTINEL,
@@ -334,9 +330,10 @@ def register_longlm_pretrain(
     Args:
       vocabulary_name: suffix of the task names, e.g. "longlm".
       spiece_model: LongLM's spiece.model (`T5SentencePieceVocabulary`, 100 sentinels).
-      corpus_dir: folder of UTF-8 `.txt` files: the train split.
-      validation_dir: folder of held-out `.txt` files: the validation split, if given.
-      input_length, target_length: the model's lengths (section 4: 512 and 512).
+      data_dirs: split -> folder of UTF-8 `.txt` files: "train" (the corpus) and, if
+        given and not None, "validation" (held-out texts).
+      max_length, target_length: the model's input and target lengths (section 4: 512
+        and 512).
       text_length: tokens per text; default min(input_length - 2, target_length - 1),
         the most that always fits (`check_lengths`): 510 for 512/512.
       first_sentinel: the sentinel of the first span (LongLM: 1; T5: 0).
@@ -346,10 +343,16 @@ def register_longlm_pretrain(
     """
     vocabulary = T5SentencePieceVocabulary(spiece_model)
     sentinel_ids = longlm_sentinel_ids(vocabulary, first_sentinel)
+    input_length = max_length
     if text_length is None:
         text_length = min(input_length - 2, target_length - 1)
     check_lengths(text_length, input_length, target_length, len(sentinel_ids))
-    splits = {"train": corpus_dir, **({"validation": validation_dir} if validation_dir else {})}
+    unknown = set(data_dirs) - {"train", "validation"}
+    if unknown or not data_dirs.get("train"):
+        raise ValueError(
+            f"data_dirs {dict(data_dirs)}: give {{'train': CORPUS, 'validation': DIR}}"
+        )
+    splits = {split: folder for split, folder in data_dirs.items() if folder}
     source = seqio.FileDataSource(
         read_corpus_file, {split: os.path.join(d, "*.txt") for split, d in splits.items()}
     )

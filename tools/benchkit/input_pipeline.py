@@ -65,8 +65,13 @@ def bench_input(args) -> dict:
         start = time.perf_counter()
         cmrc2019_tfds.prepare(data_dir, "train", cache_dir)
         build = time.perf_counter() - start
-        task, _ = cmrc2019_tasks.register_cmrc2019(
-            "bench", str(args.vocab), data_dir, args.seq, args.doc_stride, tfds_cache_dir=cache_dir
+        task, _ = cmrc2019_tasks.register(
+            "bench",
+            str(args.vocab),
+            {"cmrc2019": data_dir},
+            max_length=args.seq,
+            doc_stride=args.doc_stride,
+            tfds_cache_dir=cache_dir,
         )
         dataset = seqio.get_mixture_or_task(task).get_dataset(
             sequence_length=None, split="train", shuffle=False, use_cached=False

@@ -44,7 +44,7 @@ class ClueClassificationRunTask(RunTask):
     def __init__(self, run):
         self.run, self.row = run, CLASSIFICATION_TASKS[run.task]
         self.name = self.row.name
-        (self.train_task,) = clue_tasks.register_clue(
+        (self.train_task,) = clue_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
             {self.row.name: run.data_dir},
@@ -115,7 +115,7 @@ class ClueMrcRunTask(RunTask):
     def __init__(self, run):
         self.run, self.row = run, READING_TASKS[run.task]
         self.name = self.row.name
-        (self.train_task,) = clue_mrc_tasks.register_clue_mrc(
+        (self.train_task,) = clue_mrc_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
             {self.row.name: run.data_dir},

@@ -24,10 +24,10 @@ class Cmrc2019RunTask(RunTask):
 
     def __init__(self, run):
         self.run = run
-        self.train_task, self.score_task = cmrc2019_tasks.register_cmrc2019(
+        self.train_task, self.score_task = cmrc2019_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
-            run.data_dir,
+            {"cmrc2019": run.data_dir},
             max_length=run.max_length,
             doc_stride=run.doc_stride,
             max_candidate_tokens=run.max_candidate_tokens,

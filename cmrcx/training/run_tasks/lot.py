@@ -41,12 +41,11 @@ class LongLMPretrainRunTask(RunTask):
         is_mixture = run.task == longlm_tasks.MIXTURE_NAME
         self.rows = list(longlm_tasks.TASKS) if is_mixture else [run.task]
         self.validation_dir = resolve_path(run.validation_data_dir)  # `cmrcx:` paths too
-        longlm_tasks.register_longlm_pretrain(
+        longlm_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
-            run.data_dir,
-            self.validation_dir,
-            input_length=run.max_length,
+            {"train": run.data_dir, "validation": self.validation_dir},
+            max_length=run.max_length,
             target_length=run.target_length,
         )
         self.row_tasks = [longlm_tasks.task_name(row, run.vocabulary_name) for row in self.rows]
