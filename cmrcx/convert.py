@@ -7,7 +7,7 @@ bert_model.ckpt.*, vocab.txt): BERT, BERT-wwm(-ext), RoBERTa-wwm-ext(-large)
 model_type "ernie", ReLU) and CLUE's RoBERTa-large (clue/roberta_chinese_large:
 model_type "roberta" but BERT architecture; or brightmart's TF release with
 bert_config_large.json). The paper's Table 2 BERT-shaped models are all of these
-(tests/test_table2_models.py). OUT gets params/ (the encoder),
+(tests/weights/test_table2_models.py). OUT gets params/ (the encoder),
 model_config.json and vocab.txt; fine-tune from it with --gin.PRETRAINED="'OUT'"
 (task heads start fresh). Tensors that do not fit are an error listing them; the
 one exception is a release without a pooler (saved from BertForMaskedLM), whose

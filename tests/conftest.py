@@ -5,11 +5,19 @@ Plain helpers that module-level code needs too are in `support.py`."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import gin
 import pytest
 from support import REPO_ROOT, run_cli_in
+
+# The folders mirror the package (models/, weights/, training/, tasks/, benchmarks/<name>/,
+# cli/, e2e/, tools/). Test modules import helpers from one another by module name (test
+# file names are unique across folders), so every folder is on the import path.
+for _folder in sorted(p for p in Path(__file__).parent.rglob("*") if p.is_dir()):
+    if _folder.name != "__pycache__" and str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
 @pytest.fixture(autouse=True)

@@ -285,7 +285,7 @@ def beam_search(
 
     Token-identical to transformers' `generate(num_beams=K, do_sample=False,
     max_new_tokens=N, length_penalty=..., early_stopping=...)` (checked against
-    transformers 5.23, `GenerationMixin._beam_search`; tests/test_beam_search.py):
+    transformers 5.23, `GenerationMixin._beam_search`; tests/models/test_beam_search.py):
     - Each step extends the K running beams by every token, keeps the 2K best by summed
       log-prob (log_softmax of the float32 logits), and of those the K best that did not
       end become the running beams (the first step starts from one beam).

@@ -23,7 +23,7 @@ class TrainCheckpoints:
 
     Multi-host: every process calls `save`/`restore` with the same step; each
     writes its own shards into the one shared directory and orbax's primary
-    process (0) commits the step (tests/test_multihost.py).
+    process (0) commits the step (tests/training/test_multihost.py).
     """
 
     def __init__(self, model_dir: str, keep: int = 3, save_every: int = 1000):

@@ -59,7 +59,7 @@ class T5SentencePieceVocabulary(seqio.SentencePieceVocabulary):
     A *piece* of the model that begins so is mapped as T5Tokenizer maps it.
 
     Tested against a transcription of transformers 4.6's code in
-    tests/test_sentencepiece_vocab.py.
+    tests/vocab/test_sentencepiece_vocab.py.
     """
 
     def __init__(self, sentencepiece_model_file: str, extra_ids: int = 100):

@@ -12,7 +12,7 @@ model.
 The ids are token-for-token those of Hugging Face's Python BERT tokenizer
 (`do_lower_case=True, tokenize_chinese_chars=True`, the vocabulary's `[unusedN]` as
 special tokens), on every code point and on thousands of mixed texts; see
-tests/test_tokenizer_parity.py. tf_text's `BertTokenizer(lower_case=True)` does not
+tests/vocab/test_tokenizer_parity.py. tf_text's `BertTokenizer(lower_case=True)` does not
 give them, so `normalize_text` redoes BERT's clean-up with TF ops:
 
 * drop NUL, U+FFFD and every "other" character (Cc Cf Co Cs Cn, as this Python's

@@ -8,7 +8,7 @@ only in the window where it has the most context on its scarcer side. Every
 blank lies in at least one window, so every blank is scored exactly once.
 
 These are plain numpy functions over token ids, called from the SeqIO
-preprocessors; they are tested on their own (`tests/test_windows.py`).
+preprocessors; they are tested on their own (`tests/benchmarks/cmrc2019/test_windows.py`).
 """
 
 from __future__ import annotations

@@ -8,13 +8,14 @@ import subprocess
 import sys
 
 import pytest
+from support import REPO_ROOT
 
 from cmrcx.common.paths import package_path
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "reproduce_cmrc2019.sh"
+SCRIPT = REPO_ROOT / "tools" / "reproduce_cmrc2019.sh"
 
 
 def _data_dir_with_a_test_file(directory: pathlib.Path) -> pathlib.Path:

@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue import cmrc2018_evaluate as ev
 from cmrcx.common.errors import DataFormatError
 
-SAMPLE_DEV = Path(__file__).parents[1] / "cmrcx/data/clue_mrc_sample/cmrc2018_public/dev.json"
+SAMPLE_DEV = REPO_ROOT / "cmrcx/data/clue_mrc_sample/cmrc2018_public/dev.json"
 
 
 def test_mixed_segmentation_lowercases_and_splits_cjk_from_word_runs() -> None:

@@ -8,14 +8,14 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from support import REPO_ROOT
 
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 
-TOOLS = Path(__file__).resolve().parent.parent / "tools"
+TOOLS = REPO_ROOT / "tools"
 # 2 layers, hidden 64, 512-token vocabulary, 64-token windows: seconds per side.
 TINY = ["--layers", "2", "--hidden", "64", "--heads", "2", "--intermediate", "128"]
 TINY += ["--vocab", "512", "--seq", "64"]

@@ -1,24 +1,24 @@
 """tools/reproduce_clue.sh end to end with a tiny random BERT, 2 steps per task. One test
 with AFQMC (the bundled sample) and CMNLI plus the diagnostics set
-(tests/test_clue_fixtures.py): the other tasks' folders are missing and must be skipped
+(tests/benchmarks/clue/test_clue_fixtures.py): the other tasks' folders are missing and must be skipped
 and named. One with every task: the nine columns of Table 2, their average, and the
 eleven official files in the submission zip."""
 
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
 import zipfile
 
 import pytest
+from support import REPO_ROOT
 from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.common.paths import package_path
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "reproduce_clue.sh"
+SCRIPT = REPO_ROOT / "tools" / "reproduce_clue.sh"
 
 
 def run_script(data_root, tmp_path):

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue import cmrc2018_format as fmt
 from cmrcx.common.errors import DataFormatError, MissingSplitError
 
-SAMPLE = Path(__file__).parents[1] / "cmrcx/data/clue_mrc_sample/cmrc2018_public"
+SAMPLE = REPO_ROOT / "cmrcx/data/clue_mrc_sample/cmrc2018_public"
 
 DOCUMENT = {
     "version": "v1.0",

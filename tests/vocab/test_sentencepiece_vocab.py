@@ -30,10 +30,11 @@ import pytest
 import sentencepiece as spm
 import seqio
 import tensorflow as tf
+from support import REPO_ROOT
 
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "cmrcx" / "data" / "longlm_sample"
+SAMPLE_DIR = REPO_ROOT / "cmrcx" / "data" / "longlm_sample"
 NUM_RANDOM_TEXTS = 400
 EXTRA_IDS = 100
 

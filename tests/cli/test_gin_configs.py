@@ -8,11 +8,12 @@ import tomllib
 
 import gin
 import pytest
+from support import REPO_ROOT
 
 from cmrcx.cli import launch
 from cmrcx.common import errors
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO_ROOT)
 
 
 def bundled(path: str) -> str:

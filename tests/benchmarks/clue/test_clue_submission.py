@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import REPO_ROOT
 from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 from cmrcx.benchmarks.clue import TASKS, DataFormatError, read_split
@@ -178,7 +179,7 @@ def test_accuracy_metric() -> None:
 def test_submission_is_json_lines_in_order(tmp_path: Path) -> None:
     test = read_split(
         "clue_afqmc",
-        Path(__file__).resolve().parents[1] / "cmrcx/data/clue_sample/afqmc_public",
+        REPO_ROOT / "cmrcx/data/clue_sample/afqmc_public",
         "test",
     )
     labels = labels_from_indices("clue_afqmc", [i % 2 for i in range(len(test.examples))])

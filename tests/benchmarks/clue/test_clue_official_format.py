@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import REPO_ROOT
 from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 from cmrcx.benchmarks.clue import TASKS, DataFormatError, read_examples, read_split
@@ -265,7 +266,7 @@ def test_empty_file_is_an_empty_split(tmp_path: Path) -> None:
 
 
 def test_bundled_afqmc_sample() -> None:
-    directory = Path(__file__).resolve().parents[1] / "cmrcx/data/clue_sample/afqmc_public"
+    directory = REPO_ROOT / "cmrcx/data/clue_sample/afqmc_public"
     sizes = {
         split: len(read_split("clue_afqmc", directory, split).examples)
         for split in ("train", "validation", "test")

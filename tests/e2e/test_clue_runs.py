@@ -4,12 +4,12 @@ evaluation's table, JSON and submission zip."""
 
 import importlib.util
 import json
-import pathlib
 import zipfile
 
 import gin
 import numpy as np
 import pytest
+from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue.submission import read_submission
 from cmrcx.cli import launch
@@ -21,7 +21,7 @@ from cmrcx.weights import exports
 
 
 def _load_tool(name: str):
-    path = pathlib.Path(__file__).resolve().parent.parent / "tools" / f"{name}.py"
+    path = REPO_ROOT / "tools" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
