@@ -49,3 +49,18 @@ def max_context_span(spans: list[Span], position: int) -> int:
         if best_score is None or score > best_score:
             best_score, best_index = score, index
     return best_index
+
+
+class SpecialIds(NamedTuple):
+    """The ids a BERT input's frame needs: ``[CLS] ... [SEP] ... [SEP]`` and the padding
+    (0, ``[PAD]`` in BERT vocabularies, in every baseline). CMRC 2018 and C3 use it; ChID's
+    own adds [MASK] and its blank marker."""
+
+    cls_id: int
+    sep_id: int
+    pad_id: int = 0
+
+    @classmethod
+    def from_vocabulary(cls, vocabulary) -> SpecialIds:
+        """From anything with ``token_to_id`` (e.g. `cmrcx.vocab.wordpiece.WordPieceVocabulary`)."""
+        return cls(*(vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")))

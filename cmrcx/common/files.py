@@ -28,14 +28,19 @@ def load_json(path: str | os.PathLike[str]) -> Any:
         raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
 
 
-def write_atomically(path: str | os.PathLike[str], text: str) -> None:
-    """Temporary sibling + `os.replace`: a crash never leaves a truncated file behind."""
+def write_atomically(path: str | os.PathLike[str], content: str | bytes) -> None:
+    """Temporary sibling + `os.replace`: a crash never leaves a truncated file behind.
+    Text is written as UTF-8, bytes as they are (e.g. a zip archive)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_path = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        if isinstance(content, bytes):
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                f.write(content)
         os.chmod(tmp_path, 0o644)  # mkstemp's 0600 would hide results from other users
         os.replace(tmp_path, path)
     except BaseException:

@@ -12,6 +12,7 @@ gathers every task's official submission file under `DIR/submission/` and packs 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from cmrcx.benchmarks.clue.paper import CLUE_EXTRA, CLUE_TABLE_2, METRICS
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.common import errors
+from cmrcx.common.files import write_atomically
 from cmrcx.training import run_config
 
 # mixture -> (columns averaged, extra columns, the metric of each task: Table 2's caption
@@ -147,12 +149,13 @@ def _pack_submission(mixture: str, runs_root: str, results: list[TaskResult]) ->
     directory = os.path.join(runs_root, "submission")
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(runs_root, f"{mixture}_submission.zip")
-    with zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_DEFLATED) as archive:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for result in results:
             if result.submission:
                 name = os.path.basename(result.submission)
                 shutil.copyfile(result.submission, os.path.join(directory, name))
                 archive.write(result.submission, arcname=name)
-    os.replace(path + ".tmp", path)
+    write_atomically(path, buffer.getvalue())
     print(f"submission: {path}")
     return path

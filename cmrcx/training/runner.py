@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from cmrcx.common import errors
 from cmrcx.common.errors import ConfigError
+from cmrcx.common.files import write_atomically
 from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer, run_config
 from cmrcx.training.metric_writer import MetricWriter
 from cmrcx.training.run_config import RunConfig
@@ -157,9 +158,7 @@ class Runner:
         path = os.path.join(self.run.model_dir, run_config.RUN_CONFIG_FILE)
         if jax.process_index() != 0 or os.path.isfile(path):
             return  # MODEL_DIR exists: _check_writable made it
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(run_config.run_config_json(self.run), f, indent=1)
-        os.replace(path + ".tmp", path)
+        write_atomically(path, json.dumps(run_config.run_config_json(self.run), indent=1))
 
     def initial_state(self):
         """Latest checkpoint if there is one, else fresh (+ pretrained encoder)."""

@@ -46,6 +46,7 @@ import tensorflow_datasets as tfds
 from cmrcx.benchmarks.clue import c3, chid, cmrc2018_evaluate, cmrc2018_format
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
+from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.reading_tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
 from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
@@ -64,12 +65,6 @@ def exact_match_and_f1(targets: Sequence[Sequence[str]], predictions: Sequence[s
     gold = {str(i): list(answers) for i, answers in enumerate(targets)}
     scores = cmrc2018_evaluate.evaluate(gold, {str(i): p for i, p in enumerate(predictions)})
     return {key: scores[key] for key in ("EM", "F1", "AVERAGE")}
-
-
-def accuracy(targets: Sequence[int], predictions: Sequence[int]) -> dict:
-    """Percent of equal choice indices: ``([1, 2], [1, 0])`` -> ``{"accuracy": 50.0}``."""
-    right = sum(int(t) == int(p) for t, p in zip(targets, predictions, strict=True))
-    return {"accuracy": 100.0 * right / max(1, len(targets))}
 
 
 METRIC_FNS = {"EM": exact_match_and_f1, "accuracy": accuracy}

@@ -1,7 +1,7 @@
 """tools/reproduce_clue.sh end to end with a tiny random BERT, 2 steps per task. One test
 with AFQMC (the bundled sample) and CMNLI plus the diagnostics set
-(tests/benchmarks/clue/test_clue_fixtures.py): the other tasks' folders are missing and must be skipped
-and named. One with every task: the nine columns of Table 2, their average, and the
+(tests/benchmarks/clue/test_clue_fixtures.py): the other tasks' folders are missing and
+must be skipped and named. One with every task: the nine columns of Table 2, their average, and the
 eleven official files in the submission zip."""
 
 import json

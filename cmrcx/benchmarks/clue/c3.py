@@ -35,13 +35,14 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
 from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, versioned_split_files
+from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.files import load_json, write_atomically
 
@@ -241,19 +242,6 @@ def truncate_seq_tuple(tokens_a: list, tokens_b: list, tokens_c: list, max_token
             tokens_b.pop()
         else:
             tokens_c.pop()
-
-
-class SpecialIds(NamedTuple):
-    """The vocabulary ids the C3 input needs (BERT names)."""
-
-    cls_id: int
-    sep_id: int
-    pad_id: int = 0  # [RUN] pads with 0 ([PAD] in BERT vocabularies)
-
-    @classmethod
-    def from_vocabulary(cls, vocabulary) -> SpecialIds:
-        """From anything with ``token_to_id`` (e.g. `cmrcx.vocab.wordpiece.WordPieceVocabulary`)."""
-        return cls(*(vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")))
 
 
 def question_features(

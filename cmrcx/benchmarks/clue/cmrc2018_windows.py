@@ -56,7 +56,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question, baseline_answer_chars
-from cmrcx.benchmarks.windows import Span, doc_spans
+from cmrcx.benchmarks.windows import Span, SpecialIds, doc_spans
 
 # [PRE] json2features defaults (max_seq_length=512, doc_stride=128, max_query_length=64);
 # CLUE's run_mrc_cmrc2018.sh passes --max_seq_length=256.
@@ -222,14 +222,6 @@ def max_context_windows(spans: Sequence[Span], num_pieces: int) -> np.ndarray:
         better = inside & (score > best)
         best[better], chosen[better] = score[better], index
     return chosen
-
-
-class SpecialIds(NamedTuple):
-    """Ids of [CLS] and [SEP], and the padding id (0 in the baseline)."""
-
-    cls_id: int
-    sep_id: int
-    pad_id: int = 0
 
 
 def question_windows(

@@ -20,13 +20,12 @@ import dataclasses
 import json
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
 from cmrcx.common.errors import DataFormatError
-from cmrcx.common.files import load_json
+from cmrcx.common.files import load_json, write_atomically
 
 BLANK_PATTERN = re.compile(r"\[BLANK(\d+)\]")
 # The authors' script (baseline/run_cmrc2019_baseline.py of ymcui/cmrc2019, commit
@@ -280,17 +279,4 @@ def write_predictions(
     """
     # int() also turns numpy integers (not JSON-serialisable) into plain ints.
     document = {cid: [int(i) for i in indices] for cid, indices in predictions.items()}
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(
-        dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f, ensure_ascii=False, indent=1)
-            f.write("\n")
-        os.chmod(tmp_path, 0o644)  # mkstemp's 0600 would hide results from other users
-        os.replace(tmp_path, path)
-    except BaseException:
-        os.unlink(tmp_path)
-        raise
+    write_atomically(path, json.dumps(document, ensure_ascii=False, indent=1) + "\n")

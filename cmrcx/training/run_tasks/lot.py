@@ -12,6 +12,7 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.common.errors import MissingSplitError
+from cmrcx.common.files import write_atomically
 from cmrcx.common.paths import resolve_path
 from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.tasks.lot import pretraining as longlm_tasks
@@ -222,18 +223,17 @@ def _until_eos(ids: np.ndarray, config) -> np.ndarray:
 
 def _write_generations(path: str, vocabulary, decoded, predictions) -> None:
     """One JSON line per decoded text: text_id, input, target, generation (as scored)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        for (example, target, ids), prediction in zip(decoded, predictions, strict=True):
-            line = {
-                "text_id": example["text_id"],
-                "input": vocabulary.decode(example["inputs"]),
-                "target": target["text"],
-                "prediction": prediction,
-                "ids": [int(i) for i in ids],
-            }
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
-    os.replace(path + ".tmp", path)
+    lines = []
+    for (example, target, ids), prediction in zip(decoded, predictions, strict=True):
+        line = {
+            "text_id": example["text_id"],
+            "input": vocabulary.decode(example["inputs"]),
+            "target": target["text"],
+            "prediction": prediction,
+            "ids": [int(i) for i in ids],
+        }
+        lines.append(json.dumps(line, ensure_ascii=False) + "\n")
+    write_atomically(path, "".join(lines))
 
 
 register(LONGLM_RUN_TASKS, LongLMPretrainRunTask)
