@@ -283,9 +283,9 @@ def generations(generation: GenerationConfig, config, params, vocab, inputs):
     import numpy as np
     from tqdm import tqdm
 
-    from cmrcx.models.t5 import T5ForConditionalGeneration
+    from cmrcx.models import registry
 
-    model = T5ForConditionalGeneration(config)
+    model = registry.decode_model(config)
     params = jax.device_put(params)
     batch_size = min(generation.batch_size, max(len(inputs), 1))  # one batch shape per run
     key = jax.random.key(generation.seed)

@@ -19,7 +19,7 @@ from test_sentencepiece_vocab import train_sample_model
 from cmrcx import convert, generate
 from cmrcx.cli import launch
 from cmrcx.models import decoding
-from cmrcx.models.t5 import T5ForConditionalGeneration
+from cmrcx.models.t5 import T5DecodeModel
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.weights.hf_io import read_t5_export
 
@@ -113,7 +113,7 @@ def reference(export, function, *args, lines=LINES):
     mask = np.zeros_like(ids)
     for i, row in enumerate(rows):
         ids[i, : len(row)], mask[i, : len(row)] = row, 1
-    out = function(T5ForConditionalGeneration(config), params, ids, mask, N, *args)
+    out = function(T5DecodeModel(config), params, ids, mask, N, *args)
     return [
         t[:n].tolist() for t, n in zip(np.asarray(out.tokens), np.asarray(out.lengths), strict=True)
     ]

@@ -26,6 +26,7 @@ from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.model_api.multiple_choice import MultipleChoiceModel
 from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.model_api.span import SpanExtractionModel
+from cmrcx.models import registry
 from cmrcx.models.bert import BertConfig
 from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration
 from cmrcx.training.run_config import RunConfig
@@ -83,7 +84,7 @@ def test_an_export_of_the_old_code_loads_as_a_model_and_as_pretrained(tmp_path):
     config = exports.read_model_config(export_dir)  # written without a "family": BERT
     params = exports.load_params(export_dir, None)
     assert set(params) == {"bert", "classifier"}
-    model = ClassificationModel(config, 2, 16)
+    model = ClassificationModel(registry.network(config, "classification", num_classes=2), 16)
     logits = model.score_batch(params, make_fixture.bert_batch())
     np.testing.assert_allclose(logits, _expected()["export_logits"], rtol=1e-6, atol=1e-9)
 
@@ -113,13 +114,14 @@ def _tree(model) -> dict:
 def _model_apis(pinned: dict) -> dict:
     bert = BertConfig(**pinned["bert_config"])
     tied, untied = (T5Config(**pinned[f"t5_{k}_config"]) for k in ("tied", "untied"))
+    network = registry.network
     return {
-        "cloze": ClozeModel(bert, 16, 4),
-        "classification": ClassificationModel(bert, 3, 16),
-        "span": SpanExtractionModel(bert, 16),
-        "multiple_choice": MultipleChoiceModel(bert, 3, 16),
-        "seq2seq_tied": Seq2SeqModel(tied, 8, 6),
-        "seq2seq_untied": Seq2SeqModel(untied, 8, 6),
+        "cloze": ClozeModel(network(bert, "cloze"), 16, 4),
+        "classification": ClassificationModel(network(bert, "classification", num_classes=3), 16),
+        "span": SpanExtractionModel(network(bert, "span"), 16),
+        "multiple_choice": MultipleChoiceModel(network(bert, "multiple_choice"), 3, 16),
+        "seq2seq_tied": Seq2SeqModel(network(tied, "seq2seq"), 8, 6),
+        "seq2seq_untied": Seq2SeqModel(network(untied, "seq2seq"), 8, 6),
     }
 
 
