@@ -139,13 +139,17 @@ def generation_config(args: argparse.Namespace) -> GenerationConfig:
 
 def load_export(directory: str):
     """(T5Config, params as numpy, path of spiece.model); ConfigError when it is not there."""
-    from cmrcx.weights.hf_io import PretrainedFormatError, read_t5_export
+    from cmrcx.models import registry
+    from cmrcx.weights import exports
 
     if not os.path.isdir(directory):
         raise ConfigError(f"checkpoint directory not found: {directory}")
     try:
-        config, params = read_t5_export(directory)
-    except (FileNotFoundError, PretrainedFormatError, ValueError) as error:
+        config = exports.read_model_config(directory)
+        if registry.family_of(config).decode_model is None:  # an encoder-only family
+            raise ValueError(f"{directory}: not a T5 export (a {type(config).__name__})")
+        config, params = exports.read_network(directory)
+    except (FileNotFoundError, ValueError) as error:
         raise ConfigError(f"--checkpoint: {error}") from error
     spiece = os.path.join(directory, SENTENCEPIECE_FILE)
     if not os.path.isfile(spiece):

@@ -18,7 +18,7 @@ from test_decoding_t5 import ODD, VARIANTS, reference_model
 
 from cmrcx.models import decoding
 from cmrcx.models.t5 import T5DecodeModel
-from cmrcx.weights.hf_io import read_t5_dir
+from cmrcx.weights import t5 as t5_weights
 
 torch = pytest.importorskip("torch")
 
@@ -67,7 +67,7 @@ def converted(request, tmp_path_factory):
     pull_eos_row(model, EOS_PULL[request.param])
     directory = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(directory)
-    release = read_t5_dir(str(directory))
+    release = t5_weights.read_dir(str(directory))
     return model, dataclasses.replace(release.config, eos_token_id=EOS), release.params
 
 

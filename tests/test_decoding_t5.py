@@ -11,7 +11,7 @@ import pytest
 
 from cmrcx.models import decoding
 from cmrcx.models.t5 import T5DecodeModel, T5ForConditionalGeneration
-from cmrcx.weights.hf_io import read_t5_dir
+from cmrcx.weights import t5 as t5_weights
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -67,7 +67,7 @@ def converted(request, tmp_path_factory):
     model = reference_model(request.param)
     directory = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(directory)
-    release = read_t5_dir(str(directory))
+    release = t5_weights.read_dir(str(directory))
     return model, release.config, release.params
 
 

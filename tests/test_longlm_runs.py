@@ -25,7 +25,7 @@ transformers = pytest.importorskip("transformers")
 
 from test_decoding_t5 import ODD, reference_model  # noqa: E402
 
-from cmrcx.weights.hf_io import read_t5_dir  # noqa: E402
+from cmrcx.weights import t5 as t5_weights  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +56,7 @@ def seq2seq_batch(seed: int = 4, source: int = 11, target: int = 7) -> dict[str,
 def test_loss_and_scores_equal_transformers_labels(tmp_path):
     hf = reference_model("longlm")
     hf.save_pretrained(tmp_path)
-    release = read_t5_dir(str(tmp_path))
+    release = t5_weights.read_dir(str(tmp_path))
     batch = seq2seq_batch()
     model = Seq2SeqModel(registry.network(release.config, "seq2seq"), 11, 7)
     params = {"t5": release.params}
@@ -108,7 +108,7 @@ def test_longlm_layout_attends_and_scores_id_0(tmp_path):
     for name, value in LONGLM_IDS.items():
         setattr(hf.config, name, value)
     hf.save_pretrained(tmp_path)
-    release = read_t5_dir(str(tmp_path))
+    release = t5_weights.read_dir(str(tmp_path))
     assert {name: getattr(release.config, name) for name in LONGLM_IDS} == LONGLM_IDS
     model = Seq2SeqModel(registry.network(release.config, "seq2seq"), 11, 7)
     params = {"t5": release.params}
@@ -244,7 +244,7 @@ def test_export_of_a_run_generates_and_loads_in_transformers(tmp_path):
     from cmrcx import export, generate
     from cmrcx.models.decoding import greedy
     from cmrcx.models.t5 import T5DecodeModel, T5ForConditionalGeneration
-    from cmrcx.weights.hf_io import read_t5_export
+    from cmrcx.weights import exports
 
     run = tiny_run(tmp_path / "pretrain")
     Runner(run).train()
@@ -254,7 +254,7 @@ def test_export_of_a_run_generates_and_loads_in_transformers(tmp_path):
     export.main([*flags, "--out", str(tmp_path / "export")])
     gin.clear_config()
     export.main([*flags, "--out", str(tmp_path / "hf"), "--format", "hf"])
-    config, params = read_t5_export(str(tmp_path / "export"))
+    config, params = exports.read_network(str(tmp_path / "export"))
     assert (tmp_path / "export" / "spiece.model").is_file()
 
     (tmp_path / "in.txt").write_text("[5, 6, 7, 1]\n", encoding="utf-8")

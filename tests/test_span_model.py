@@ -17,7 +17,7 @@ from test_model import TINY  # noqa: E402
 
 from cmrcx.model_api.span import SpanExtractionModel  # noqa: E402
 from cmrcx.models import registry  # noqa: E402
-from cmrcx.weights.hf_io import read_pretrained_dir  # noqa: E402
+from cmrcx.weights import bert as bert_weights  # noqa: E402
 
 LENGTH = 24
 
@@ -26,7 +26,7 @@ def converted_params(reference, head: str, directory):
     """(config, params) of a transformers task model: the encoder through cmrcx's
     converter (which drops the task head), the head's Linear `head` copied by hand."""
     save_hf(reference, directory, safetensors=True)
-    release = read_pretrained_dir(str(directory))
+    release = bert_weights.read_dir(str(directory))
     assert release.dropped == [f"{head}.bias", f"{head}.weight"]
     layer = getattr(reference, head)
     params = {
