@@ -1,13 +1,15 @@
 """`python -m cmrcx.export --gin_file=NAME.gin --gin.MODEL_DIR=... --out DIR [--format F]`
 
 --format orbax (default): an inference checkpoint, DIR/params (orbax, parameters
-only, no optimizer state), DIR/model_config.json and the vocabulary (DIR/vocab.txt,
-or DIR/spiece.model for T5/LongLM). It loads with `--gin.PRETRAINED="'DIR'"` (its
+only, no optimizer state), DIR/model_config.json and the vocabulary under the name of
+the model family's (`cmrcx.models.registry`: DIR/vocab.txt, or DIR/spiece.model for
+T5/LongLM). It loads with `--gin.PRETRAINED="'DIR'"` (its
 encoder), `cmrcx.weights.exports.load_params`, or (T5) `cmrcx.generate`.
 --format hf: a HuggingFace directory that `transformers` loads, to take results to
-other tools: BERT runs as a BertModel (config.json, model.safetensors, vocab.txt; the
-task head is not part of BertModel and is left out), T5 runs as a
-T5ForConditionalGeneration (with the tokenizer files next to the vocabulary).
+other tools (the family's `cmrcx.weights.<family>.write_hf_dir`): BERT runs as a
+BertModel (config.json, model.safetensors, vocab.txt; the task head is not part of
+BertModel and is left out), T5 runs as a T5ForConditionalGeneration (with the
+tokenizer files next to the vocabulary).
 --step N picks a checkpoint (default: the latest).
 """
 
@@ -18,7 +20,7 @@ import shutil
 
 from cmrcx.cli import launch
 from cmrcx.common import paths
-from cmrcx.models.t5 import T5Config
+from cmrcx.models import registry
 from cmrcx.weights import exports
 
 FLAGS = (
@@ -37,22 +39,15 @@ def main(argv) -> None:
     runner = Runner(run, for_training=False)
     step, state = runner.restore(args.step)
     out = paths.resolve_path(args.out)
-    params = jax.device_get(state.params[runner.model.encoder_name])
-    is_t5 = isinstance(run.model, T5Config)
-    if args.format == "hf" and is_t5:
-        from cmrcx.weights.hf_io import write_hf_t5_dir
-
-        write_hf_t5_dir(params, run.model, out, os.path.dirname(run.vocab_file))
-    elif args.format == "hf":
-        from cmrcx.weights.hf_io import write_hf_dir
-
-        write_hf_dir(out, params, run.model, run.vocab_file)
+    family = registry.family_of(run.model)
+    if args.format == "hf":
+        params = jax.device_get(state.params[runner.model.encoder_name])
+        registry.weights(family).write_hf_dir(out, params, run.model, run.vocab_file)
     else:
-        extra = {"step": step, "task": runner.train_task, **({"family": "t5"} if is_t5 else {})}
+        extra = {"step": step, "task": runner.train_task, **exports.family_key(run.model)}
         exports.export_params(out, state.params, run.model, extra=extra)
         # vocab.txt (WordPiece) or spiece.model (SentencePiece), under the name readers expect.
-        name = "spiece.model" if is_t5 else "vocab.txt"
-        shutil.copyfile(run.vocab_file, os.path.join(out, name))
+        shutil.copyfile(run.vocab_file, os.path.join(out, family.vocab_file))
     print(f"exported step {step} to {out} ({args.format})")
 
 

@@ -139,13 +139,17 @@ def generation_config(args: argparse.Namespace) -> GenerationConfig:
 
 def load_export(directory: str):
     """(T5Config, params as numpy, path of spiece.model); ConfigError when it is not there."""
-    from cmrcx.weights.hf_io import PretrainedFormatError, read_t5_export
+    from cmrcx.models import registry
+    from cmrcx.weights import exports
 
     if not os.path.isdir(directory):
         raise ConfigError(f"checkpoint directory not found: {directory}")
     try:
-        config, params = read_t5_export(directory)
-    except (FileNotFoundError, PretrainedFormatError, ValueError) as error:
+        config = exports.read_model_config(directory)
+        if registry.family_of(config).decode_model is None:  # an encoder-only family
+            raise ValueError(f"{directory}: not a T5 export (a {type(config).__name__})")
+        config, params = exports.read_network(directory)
+    except (FileNotFoundError, ValueError) as error:
         raise ConfigError(f"--checkpoint: {error}") from error
     spiece = os.path.join(directory, SENTENCEPIECE_FILE)
     if not os.path.isfile(spiece):
@@ -283,9 +287,9 @@ def generations(generation: GenerationConfig, config, params, vocab, inputs):
     import numpy as np
     from tqdm import tqdm
 
-    from cmrcx.models.t5 import T5ForConditionalGeneration
+    from cmrcx.models import registry
 
-    model = T5ForConditionalGeneration(config)
+    model = registry.decode_model(config)
     params = jax.device_put(params)
     batch_size = min(generation.batch_size, max(len(inputs), 1))  # one batch shape per run
     key = jax.random.key(generation.seed)

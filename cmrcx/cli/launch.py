@@ -30,8 +30,7 @@ from cmrcx.common.errors import (
     StorageError,
     TrainingDiverged,
 )
-from cmrcx.models.bert import BertConfig
-from cmrcx.models.t5 import T5Config
+from cmrcx.models import registry
 from cmrcx.training.run_config import RUN_TASKS, RunConfig
 
 PREEMPTED_EXIT_STATUS = 143  # 128 + SIGTERM, what schedulers expect of a terminated job
@@ -354,7 +353,8 @@ def _end(message: str, status: int, argv) -> None:
 
 
 # Gin reaches the library through these names only: `RunConfig.*` and the model configs
-# `cmrcx.BertConfig.*` / `cmrcx.T5Config.*` in gin files and --gin.KEY=VALUE bindings.
+# of the registered families, `cmrcx.<ConfigClass>.*` (cmrcx.BertConfig.*, cmrcx.T5Config.*),
+# in gin files and --gin.KEY=VALUE bindings.
 _GIN_RUN_CONFIG = gin.external_configurable(RunConfig, name="RunConfig")
-gin.external_configurable(BertConfig, module="cmrcx")
-gin.external_configurable(T5Config, module="cmrcx")
+for _family in registry.FAMILIES.values():
+    gin.external_configurable(_family.config_class, module="cmrcx")

@@ -2,9 +2,11 @@
 
 A Model API is one class per problem type (DESIGN.md, "Benchmarks as data"): it
 knows what a batch holds and what the loss is; the trainer owns jit and sharding,
-the runner owns data and files. Every batch is a dict of int32 arrays with a
-leading [batch] axis and an `example_mask` ([batch], 0 for padding rows). Losses
-and metrics are sums over real rows: the host divides.
+the runner owns data and files. It is given its network (built for the run's model
+family by `cmrcx.models.registry.network`), never builds one of a given family. Every
+batch is a dict of int32 arrays with a leading [batch] axis and an `example_mask`
+([batch], 0 for padding rows). Losses and metrics are sums over real rows: the host
+divides.
 
 Problem types and their batches (the ones without a class yet are filled by the
 issues that add their tasks; their key layout is fixed here so the runner and
@@ -42,7 +44,7 @@ class ModelApi(Protocol):
     # The batch keys the device gets when training / when scoring (example_mask included).
     train_keys: tuple[str, ...]
     score_keys: tuple[str, ...]
-    # The parameter subtree a pretrained checkpoint fills ("bert"), or None.
+    # The parameter subtree a pretrained checkpoint fills (the family's name: "bert"), or None.
     encoder_name: str | None
 
     def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
@@ -58,23 +60,24 @@ class ModelApi(Protocol):
         """The scores evaluation decodes (float32, [batch, ...]) for a scoring batch."""
 
 
-# The BERT inputs of every encoder problem type, in the networks' argument order.
-BERT_TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
+# The encoder inputs of every encoder problem type, in the heads' argument order
+# (`cmrcx.models.heads`).
+TOKEN_KEYS = ("input_ids", "token_type_ids", "input_mask")
 
 
-def init_bert_module(module, rng: jax.Array, batch: dict, *extra_keys: str):
-    """``module.init`` on a batch's BERT inputs (then ``extra_keys``), without dropout."""
-    inputs = [batch[k] for k in (*BERT_TOKEN_KEYS, *extra_keys)]
-    return module.init(rng, *inputs, deterministic=True)
+def init_head(network, rng: jax.Array, batch: dict, *extra_keys: str):
+    """``network.init`` on a batch's encoder inputs (then ``extra_keys``), without dropout."""
+    inputs = [batch[k] for k in (*TOKEN_KEYS, *extra_keys)]
+    return network.init(rng, *inputs, deterministic=True)
 
 
-def apply_bert_module(module, params, batch: dict, dropout_rng, *extra_keys: str):
-    """``module.apply`` on a batch's BERT inputs (then ``extra_keys``): dropout on when
+def apply_head(network, params, batch: dict, dropout_rng, *extra_keys: str):
+    """``network.apply`` on a batch's encoder inputs (then ``extra_keys``): dropout on when
     ``dropout_rng`` is given (training), off when it is None (scoring)."""
     deterministic = dropout_rng is None
-    return module.apply(
+    return network.apply(
         {"params": params},
-        *(batch[k] for k in (*BERT_TOKEN_KEYS, *extra_keys)),
+        *(batch[k] for k in (*TOKEN_KEYS, *extra_keys)),
         deterministic=deterministic,
         rngs=None if deterministic else {"dropout": dropout_rng},
     )

@@ -10,27 +10,23 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from cmrcx.model_api.base import (
-    BERT_TOKEN_KEYS,
-    apply_bert_module,
-    init_bert_module,
-    summed_cross_entropy,
-)
-from cmrcx.models.bert import BertConfig, BertForSequenceClassification
-
-TOKEN_KEYS = BERT_TOKEN_KEYS
+from cmrcx.model_api.base import TOKEN_KEYS, apply_head, init_head, summed_cross_entropy
+from cmrcx.models import heads
 
 
 class ClassificationModel:
-    """BERT + pooled [CLS] -> dropout -> linear, softmax cross-entropy."""
+    """An encoder's pooled output -> dropout -> linear, softmax cross-entropy.
+
+    network: a `heads.SequenceClassification` (`registry.network(config, "classification",
+    num_classes=...)`).
+    """
 
     score_keys = (*TOKEN_KEYS, "example_mask")
     train_keys = (*score_keys, "label")
-    encoder_name = "bert"
 
-    def __init__(self, config: BertConfig, num_classes: int, max_length: int):
-        self.config, self.num_classes, self.max_length = config, num_classes, max_length
-        self.module = BertForSequenceClassification(config, num_classes)
+    def __init__(self, network: heads.SequenceClassification, max_length: int):
+        self.module, self.max_length = network, max_length
+        self.num_classes, self.encoder_name = network.num_classes, network.encoder.name
 
     def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
         batch = {k: np.zeros([batch_size, self.max_length], np.int32) for k in TOKEN_KEYS}
@@ -39,10 +35,10 @@ class ClassificationModel:
         return batch
 
     def init(self, rng: jax.Array, batch: dict):
-        return init_bert_module(self.module, rng, batch)
+        return init_head(self.module, rng, batch)
 
     def _logits(self, params, batch, dropout_rng=None):
-        return apply_bert_module(self.module, params, batch, dropout_rng)
+        return apply_head(self.module, params, batch, dropout_rng)
 
     def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):
         """Summed cross-entropy to the label, and counts (sums over real rows)."""

@@ -1,7 +1,8 @@
 """Model API for sentence cloze (CMRC 2019): loss and scoring on batches.
 
-Between the network (`cmrcx.models.bert`) and the trainer: it knows what a
-batch holds and what the loss is, not how it is jitted or sharded.
+Between the network (`cmrcx.models.heads.SentenceCloze` over a family's encoder) and
+the trainer: it knows what a batch holds and what the loss is, not how it is jitted or
+sharded.
 
 A batch (all int32, leading axis [batch]):
   input_ids, token_type_ids, input_mask: [batch, length]
@@ -15,32 +16,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cmrcx.model_api.base import (
-    BERT_TOKEN_KEYS,
-    apply_bert_module,
-    init_bert_module,
-    summed_cross_entropy,
-)
-from cmrcx.models.bert import BertConfig, BertForSentenceCloze
+from cmrcx.model_api.base import TOKEN_KEYS, apply_head, init_head, summed_cross_entropy
+from cmrcx.models import heads
 
 # The authors' head adds (1 - mask) * -10000 to non-blank logits before the
 # softmax (run_cmrc2019_baseline.py); we mask the same way, over blanks only.
 MASKED_LOGIT = -10000.0
 
 
-TOKEN_KEYS = BERT_TOKEN_KEYS
-
-
 class ClozeModel:
-    """BERT + the paper's pointer head over blank markers."""
+    """An encoder + the paper's pointer head over blank markers.
+
+    network: a `heads.SentenceCloze` (`registry.network(config, "cloze")`).
+    """
 
     score_keys = (*TOKEN_KEYS, "blank_positions", "blank_in_window", "example_mask")
     train_keys = (*score_keys, "target_blank")
-    encoder_name = "bert"
 
-    def __init__(self, config: BertConfig, max_length: int = 512, max_blanks: int = 32):
-        self.config, self.max_length, self.max_blanks = config, max_length, max_blanks
-        self.module = BertForSentenceCloze(config)
+    def __init__(self, network: heads.SentenceCloze, max_length: int = 512, max_blanks: int = 32):
+        self.module, self.max_length, self.max_blanks = network, max_length, max_blanks
+        self.encoder_name = network.encoder.name
 
     def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
         def width(key):
@@ -52,10 +47,10 @@ class ClozeModel:
 
     def init(self, rng: jax.Array, batch: dict):
         """Boxed (logically partitioned) variables for a batch of this shape."""
-        return init_bert_module(self.module, rng, batch, "blank_positions")
+        return init_head(self.module, rng, batch, "blank_positions")
 
     def _blank_logits(self, params, batch, dropout_rng=None):
-        logits = apply_bert_module(self.module, params, batch, dropout_rng, "blank_positions")
+        logits = apply_head(self.module, params, batch, dropout_rng, "blank_positions")
         return jnp.where(batch["blank_in_window"] > 0, logits, MASKED_LOGIT)
 
     def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):

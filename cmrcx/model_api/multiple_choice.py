@@ -21,31 +21,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cmrcx.model_api.base import (
-    BERT_TOKEN_KEYS,
-    apply_bert_module,
-    init_bert_module,
-    summed_cross_entropy,
-)
-from cmrcx.models.bert import BertConfig, BertForMultipleChoice
+from cmrcx.model_api.base import TOKEN_KEYS, apply_head, init_head, summed_cross_entropy
+from cmrcx.models import heads
 
 # The logit of a padded choice: exp(MASKED_LOGIT - any real logit) is 0 in float32,
 # so the softmax and its cross-entropy are those of the real choices alone.
 MASKED_LOGIT = -1e9
 
-TOKEN_KEYS = BERT_TOKEN_KEYS
-
 
 class MultipleChoiceModel:
-    """BERT + pooled [CLS] -> dropout -> Dense(hidden, 1) per choice, softmax over choices."""
+    """An encoder's pooled output -> dropout -> Dense(width, 1) per choice, softmax over
+    choices.
+
+    network: a `heads.MultipleChoice` (`registry.network(config, "multiple_choice")`).
+    """
 
     score_keys = (*TOKEN_KEYS, "choice_mask", "example_mask")
     train_keys = (*score_keys, "label")
-    encoder_name = "bert"
 
-    def __init__(self, config: BertConfig, num_choices: int, max_length: int):
-        self.config, self.num_choices, self.max_length = config, num_choices, max_length
-        self.module = BertForMultipleChoice(config)
+    def __init__(self, network: heads.MultipleChoice, num_choices: int, max_length: int):
+        self.module, self.num_choices, self.max_length = network, num_choices, max_length
+        self.encoder_name = network.encoder.name
 
     def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
         shape = [batch_size, self.num_choices, self.max_length]
@@ -56,10 +52,10 @@ class MultipleChoiceModel:
         return batch
 
     def init(self, rng: jax.Array, batch: dict):
-        return init_bert_module(self.module, rng, batch)
+        return init_head(self.module, rng, batch)
 
     def _choice_logits(self, params, batch, dropout_rng=None):
-        logits = apply_bert_module(self.module, params, batch, dropout_rng)
+        logits = apply_head(self.module, params, batch, dropout_rng)
         return jnp.where(batch["choice_mask"] > 0, logits, MASKED_LOGIT)
 
     def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):

@@ -12,13 +12,15 @@ and, when the model decodes while scoring (`decodings` given):
   example_index: [batch] the example's number in the split (seeds sampling)
 
 Teacher forcing as transformers' T5ForConditionalGeneration(labels=...): the decoder
-reads [decoder_start_token_id] + targets[:-1] (`cmrcx.models.t5.shift_right`) under a
-causal mask, padding positions as the config's pad_token_id (HF: label -100, read as
+reads [decoder_start_token_id] + targets[:-1] (`cmrcx.models.common.shift_right`) under
+a causal mask, padding positions as the config's pad_token_id (HF: label -100, read as
 pad); padding positions are masked out of the loss (HF: label -100).
 
-The network's parameters live under params["t5"] (`encoder_name`): the whole T5 comes
-from a pretrained export (a converted LongLM holds the bare tree; a cmrcx export of a
-run of this Model API holds {"t5": ...}); `Runner` accepts both.
+The network is a family's encoder-decoder (`registry.network(config, "seq2seq")`: T5),
+decoded through the family's `DecodeModel`. Its parameters live under params[<family>]
+(`encoder_name`, "t5"): the whole network comes from a pretrained export (a converted
+LongLM holds the bare tree; a cmrcx export of a run of this Model API holds
+{"t5": ...}); `Runner` accepts both.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from cmrcx.models import decoding
-from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration, shift_right
+from cmrcx.models import decoding, registry
+from cmrcx.models.common import shift_right
 
 TOKEN_KEYS = ("inputs", "inputs_mask", "targets", "targets_mask")
 DECODE_KEYS = ("decode_method", "example_index")
@@ -40,7 +43,7 @@ SAMPLING_SEED = 0  # decoding.sample's key: fold_in(key(SAMPLING_SEED), first ex
 
 
 class Seq2SeqModel:
-    """T5 encoder-decoder, token cross-entropy to the targets under teacher forcing.
+    """An encoder-decoder, token cross-entropy to the targets under teacher forcing.
 
     decodings: how score_batch generates for rows with decode_method k: objects with
     `method` ("greedy" | "sample"), `top_k`, `temperature` (`cmrcx.tasks.lot.pretraining.Decoding`).
@@ -48,22 +51,23 @@ class Seq2SeqModel:
     """
 
     train_keys = (*TOKEN_KEYS, "example_mask")
-    encoder_name = "t5"
 
     def __init__(
         self,
-        config: T5Config,
+        network: nn.Module,
         input_length: int,
         target_length: int,
         decodings: Sequence[Any] = (),
     ):
-        self.config, self.input_length, self.target_length = config, input_length, target_length
+        self.module, self.config = network, network.config
+        self.input_length, self.target_length = input_length, target_length
+        self.encoder_name = registry.family_of(self.config).name
+        self.decoder = registry.decode_model(self.config)  # generates in `score_batch`
         self.decodings = tuple(decodings)
         for method in self.decodings:
             if method.method not in ("greedy", "sample"):
                 raise ValueError(f"decoding method {method.method!r}: use greedy or sample")
         self.score_keys = (*self.train_keys, *(DECODE_KEYS if self.decodings else ()))
-        self.module = T5ForConditionalGeneration(config)
 
     def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
         lengths = {"inputs": self.input_length, "targets": self.target_length}
@@ -73,7 +77,7 @@ class Seq2SeqModel:
 
     def init(self, rng: jax.Array, batch: dict):
         variables = self.module.init(
-            rng, batch["inputs"], batch["inputs_mask"], shift_right(batch["targets"], self.config)
+            rng, batch["inputs"], batch["inputs_mask"], self._shift_right(batch["targets"])
         )
         return {"params": {self.encoder_name: variables["params"]}}
 
@@ -85,12 +89,16 @@ class Seq2SeqModel:
             {"params": params[self.encoder_name]},
             batch["inputs"],
             batch["inputs_mask"],
-            shift_right(labels, self.config),
+            self._shift_right(labels),
             deterministic=deterministic,
             rngs=None if deterministic else {"dropout": dropout_rng},
         )
         losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
         return -losses, logits
+
+    def _shift_right(self, labels) -> jax.Array:
+        """The decoder inputs of labels int [batch, target] (-100: pad)."""
+        return shift_right(labels, self.decoder.start_token_id, self.decoder.pad_token_id)
 
     def _target_weights(self, batch: dict) -> jax.Array:
         """float32 [batch, target]: 1 on the real target tokens of real rows."""
@@ -122,14 +130,14 @@ class Seq2SeqModel:
     def generate(self, params, batch: dict) -> jax.Array:
         """int32 [batch, target_length]: each row decoded by decodings[decode_method]
         (pad for -1). Each method runs only when some row of the batch asks for it."""
-        t5_params, method_of_row = params[self.encoder_name], batch["decode_method"]
-        pad = self.config.pad_token_id
+        network_params, method_of_row = params[self.encoder_name], batch["decode_method"]
+        pad = self.decoder.pad_token_id
         generated = jnp.full([method_of_row.shape[0], self.target_length], pad, jnp.int32)
         rng = jax.random.fold_in(jax.random.key(SAMPLING_SEED), batch["example_index"][0])
         for index, method in enumerate(self.decodings):
 
             def run(method=method):
-                args = (self.module, t5_params, batch["inputs"], batch["inputs_mask"])
+                args = (self.decoder, network_params, batch["inputs"], batch["inputs_mask"])
                 if method.method == "greedy":
                     return decoding.greedy(*args, self.target_length).tokens
                 return decoding.sample(

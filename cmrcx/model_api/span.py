@@ -25,10 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from cmrcx.model_api.base import BERT_TOKEN_KEYS, apply_bert_module, init_bert_module
-from cmrcx.models.bert import BertConfig, BertForQuestionAnswering
-
-TOKEN_KEYS = BERT_TOKEN_KEYS
+from cmrcx.model_api.base import TOKEN_KEYS, apply_head, init_head
+from cmrcx.models import heads
 
 
 def position_cross_entropy(logits: jax.Array, positions: jax.Array):
@@ -47,15 +45,17 @@ def position_cross_entropy(logits: jax.Array, positions: jax.Array):
 
 
 class SpanExtractionModel:
-    """BERT + a Dense(hidden, 2) on every token: start and end logits."""
+    """An encoder + a Dense(width, 2) on every token: start and end logits.
+
+    network: a `heads.SpanExtraction` (`registry.network(config, "span")`).
+    """
 
     score_keys = (*TOKEN_KEYS, "example_mask")
     train_keys = (*score_keys, "start_position", "end_position")
-    encoder_name = "bert"
 
-    def __init__(self, config: BertConfig, max_length: int):
-        self.config, self.max_length = config, max_length
-        self.module = BertForQuestionAnswering(config)
+    def __init__(self, network: heads.SpanExtraction, max_length: int):
+        self.module, self.max_length = network, max_length
+        self.encoder_name = network.encoder.name
 
     def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
         batch = {k: np.zeros([batch_size, self.max_length], np.int32) for k in TOKEN_KEYS}
@@ -65,10 +65,10 @@ class SpanExtractionModel:
         return batch
 
     def init(self, rng: jax.Array, batch: dict):
-        return init_bert_module(self.module, rng, batch)
+        return init_head(self.module, rng, batch)
 
     def _logits(self, params, batch, dropout_rng=None):
-        return apply_bert_module(self.module, params, batch, dropout_rng)
+        return apply_head(self.module, params, batch, dropout_rng)
 
     def loss_fn(self, params, batch: dict, dropout_rng: jax.Array | None):
         """Summed (start CE + end CE) / 2 over real rows, and counts.

@@ -3,8 +3,10 @@
 Module and parameter names follow the original BERT / HuggingFace layout
 (embeddings, attention query/key/value/output, intermediate, output, pooler)
 so checkpoint converters are a renaming table. The layers are one scanned
-module, `layers`, whose parameters carry a leading [num_layers] axis. No gin, data,
-optimizer or mesh here: sharding is the rules table in `cmrcx.training.partitioning`.
+module, `layers`, whose parameters carry a leading [num_layers] axis. The task heads
+(cloze, classification, span, multiple choice) are `cmrcx.models.heads` over
+`BertEncoder`, which the registry row (`cmrcx.models.registry`) names "bert". No gin,
+data, optimizer or mesh here: sharding is the rules table in `cmrcx.training.partitioning`.
 """
 
 from __future__ import annotations
@@ -16,16 +18,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-# What a transformer layer keeps for the backward pass (jax.checkpoint policies).
-# "none": everything (fastest, most memory); "full": only the layer's input, all
-# else recomputed; "dots": the outputs of the dense projections (matmuls with no
-# batch dimension) are kept, attention scores, softmax, GeLU and LayerNorm recomputed.
-REMAT_POLICIES = {
-    "none": None,
-    "full": jax.checkpoint_policies.nothing_saveable,
-    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-}
-
+from cmrcx.models.common import (
+    REMAT_POLICIES,
+    check_compute_options,
+    kernel_init,
+    zeros_init,
+)
 
 # The feed-forward activations of the released BERT-shaped checkpoints, by their
 # config.json `hidden_act` name: BERT, BERT-wwm and the RoBERTa-wwm models use the exact
@@ -34,14 +32,6 @@ ACTIVATIONS = {
     "gelu": functools.partial(nn.gelu, approximate=False),
     "relu": nn.relu,
 }
-
-
-def check_compute_options(dtype: str, remat_policy: str) -> None:
-    """ValueError unless dtype is float32/bfloat16 and remat_policy one of REMAT_POLICIES."""
-    if dtype not in ("float32", "bfloat16"):
-        raise ValueError(f"dtype {dtype!r}: use 'float32' or 'bfloat16'")
-    if remat_policy not in REMAT_POLICIES:
-        raise ValueError(f"remat_policy {remat_policy!r}: use one of {', '.join(REMAT_POLICIES)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,22 +67,8 @@ class BertConfig:
         return self.hidden_size // self.num_heads
 
 
-# Kernel initialisers by name, both with stddev initializer_range: Google's TF BERT
-# draws truncated normals; the CLUE PyTorch baselines' `init_bert_weights`
-# (mrc_pytorch/pytorch_modeling.py), which build the span and multiple-choice heads,
-# draw plain normals.
-KERNEL_INITS = {
-    "truncated_normal": nn.initializers.truncated_normal,
-    "normal": nn.initializers.normal,
-}
-
-
 def _init(config: BertConfig, axes: tuple[str, ...], kind: str = "truncated_normal"):
-    return nn.with_logical_partitioning(KERNEL_INITS[kind](config.initializer_range), axes)
-
-
-def _zeros(axes: tuple[str, ...]):
-    return nn.with_logical_partitioning(nn.initializers.zeros_init(), axes)
+    return kernel_init(config.initializer_range, axes, kind)
 
 
 def _dense(
@@ -108,7 +84,7 @@ def _dense(
     """DenseGeneral with logical names on kernel (in_axis, *out_axes) and bias.
 
     dtype: compute dtype, config.dtype unless given (parameters are float32 either way).
-    init: the kernel's initialiser, a key of KERNEL_INITS; the bias starts at zero.
+    init: the kernel's initialiser, a key of `common.KERNEL_INITS`; the bias starts at zero.
     """
     return nn.DenseGeneral(
         features,
@@ -116,7 +92,7 @@ def _dense(
         dtype=jnp.dtype(dtype or config.dtype),
         name=name,
         kernel_init=_init(config, (in_axis, *out_axes), init),
-        bias_init=_zeros(out_axes),
+        bias_init=zeros_init(out_axes),
     )
 
 
@@ -126,7 +102,7 @@ def _layer_norm(config: BertConfig, name: str):
         dtype=jnp.dtype(config.dtype),
         name=name,
         scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("embed",)),
-        bias_init=_zeros(("embed",)),
+        bias_init=zeros_init(("embed",)),
     )
 
 
@@ -181,7 +157,7 @@ class BertSelfAttention(nn.Module):
             dtype=jnp.dtype(cfg.dtype),
             name="output",
             kernel_init=_init(cfg, ("heads", "kv", "embed")),
-            bias_init=_zeros(("embed",)),
+            bias_init=zeros_init(("embed",)),
         )(context)
         return nn.Dropout(cfg.hidden_dropout)(out, deterministic=deterministic)
 
@@ -245,106 +221,3 @@ class BertEncoder(nn.Module):
             _dense(cfg, cfg.hidden_size, "embed", ("embed_out",), "pooler")(hidden[:, 0])
         )
         return hidden, pooled
-
-
-class BertForSentenceCloze(nn.Module):
-    """The paper's cloze head: a learned vector (Dense to 1) dotted with each state.
-
-    Returns blank_logits: float32 [batch, max_blanks], the logit at the token of
-    each blank marker (positions given), as in the authors' `qa_outputs` layer.
-    The softmax over the window's blanks happens in the loss, masked to blanks.
-
-    The head computes in float32 whatever config.dtype is: bfloat16 logits near 10
-    are 1/16 apart, so candidates closer than that would tie or swap.
-    """
-
-    config: BertConfig
-
-    @nn.compact
-    def __call__(
-        self, input_ids, token_type_ids, input_mask, blank_positions, deterministic: bool = True
-    ):
-        hidden, _ = BertEncoder(self.config, name="bert")(
-            input_ids, token_type_ids, input_mask, deterministic
-        )
-        # Only the blank markers' states are scored: gather them first, then cast.
-        blank_hidden = jnp.take_along_axis(hidden, blank_positions[..., None], axis=1)
-        blank_hidden = blank_hidden.astype(jnp.float32)  # [batch, max_blanks, hidden]
-        head = _dense(self.config, 1, "embed", ("cloze_out",), "cloze_head", dtype="float32")
-        return head(blank_hidden)[..., 0]  # [batch, max_blanks]
-
-
-class BertForSequenceClassification(nn.Module):
-    """The CLUE baselines' classifier: pooled [CLS] -> dropout -> linear.
-
-    As transformers' BertForSequenceClassification (which CLUE's PyTorch classifier
-    runs) and the TF baseline's `create_model`: the pooler's tanh(Dense([CLS])), dropout
-    at the hidden dropout rate, one Dense to `num_classes`. Returns logits, float32
-    [batch, num_classes]; the head computes in float32 whatever config.dtype is.
-    """
-
-    config: BertConfig
-    num_classes: int
-
-    @nn.compact
-    def __call__(self, input_ids, token_type_ids, input_mask, deterministic: bool = True):
-        _, pooled = BertEncoder(self.config, name="bert")(
-            input_ids, token_type_ids, input_mask, deterministic
-        )
-        pooled = nn.Dropout(self.config.hidden_dropout)(pooled, deterministic=deterministic)
-        head = _dense(
-            self.config, self.num_classes, "embed", ("classes",), "classifier", dtype="float32"
-        )
-        return head(pooled.astype(jnp.float32))
-
-
-class BertForQuestionAnswering(nn.Module):
-    """Span extraction (CMRC 2018): every token's state -> linear -> start and end logits.
-
-    As transformers' BertForQuestionAnswering and the CLUE PyTorch baseline's
-    (mrc_pytorch/pytorch_modeling.py): one Dense(hidden, 2) `qa_outputs` on the last
-    hidden states, no dropout before it (the baseline leaves it commented out, as
-    Google's run_squad.py has none). Returns float32 [batch, 2, length]: row 0 the start
-    logits, row 1 the end logits, padding positions included (neither masks them). The
-    head computes in float32 whatever config.dtype is. The encoder's pooler is built
-    (checkpoints carry it) but unused, as in the baseline.
-    """
-
-    config: BertConfig
-
-    @nn.compact
-    def __call__(self, input_ids, token_type_ids, input_mask, deterministic: bool = True):
-        """input_ids, token_type_ids, input_mask: int [batch, length] (mask 1 = real token)."""
-        hidden, _ = BertEncoder(self.config, name="bert")(
-            input_ids, token_type_ids, input_mask, deterministic
-        )
-        head = _dense(
-            self.config, 2, "embed", ("classes",), "qa_outputs", dtype="float32", init="normal"
-        )
-        logits = head(hidden.astype(jnp.float32))  # [batch, length, 2]
-        return jnp.moveaxis(logits, -1, 1)  # [batch, 2, length]
-
-
-class BertForMultipleChoice(nn.Module):
-    """Multiple choice (C3, ChID): one score per (context, choice) sequence.
-
-    As transformers' BertForMultipleChoice and the CLUE PyTorch baseline's: the
-    [batch, choices, length] inputs run as [batch * choices, length] sequences, each
-    pooled [CLS] -> dropout (hidden dropout rate) -> Dense(hidden, 1) `classifier`.
-    Returns float32 [batch, choices]; the softmax over choices (and the masking of
-    padded choices) belongs to the loss. The head computes in float32.
-    """
-
-    config: BertConfig
-
-    @nn.compact
-    def __call__(self, input_ids, token_type_ids, input_mask, deterministic: bool = True):
-        """input_ids, token_type_ids, input_mask: int [batch, choices, length]."""
-        batch, choices, length = input_ids.shape
-        flat = [x.reshape(batch * choices, length) for x in (input_ids, token_type_ids, input_mask)]
-        _, pooled = BertEncoder(self.config, name="bert")(*flat, deterministic)
-        pooled = nn.Dropout(self.config.hidden_dropout)(pooled, deterministic=deterministic)
-        head = _dense(
-            self.config, 1, "embed", ("classes",), "classifier", dtype="float32", init="normal"
-        )
-        return head(pooled.astype(jnp.float32)).reshape(batch, choices)

@@ -1,26 +1,51 @@
-"""Incremental decoding of `T5ForConditionalGeneration`: greedy, sampling, beam search.
+"""Incremental decoding of any `DecodeModel`: greedy, sampling, beam search.
 
-One jitted `lax.while_loop` per (config, batch, source length, max_new_tokens,
-decoding options): the encoder runs once, the cross-attention keys/values are
-computed once (`init_cache`), each step runs the decoder on one token per row
-against the key/value cache (`decode_step`) and the loop stops as soon as every
-row has produced EOS (beam search: as soon as no row's best hypothesis can change).
-Beam search folds the beams into the batch axis (row b * num_beams + k) and
-reorders the self-attention cache by parent beam each step. Outputs follow
-transformers' `generate` without its leading decoder start token: ids
-[batch, max_new_tokens], pad after a row's EOS.
+A `DecodeModel` is an autoregressive network seen through four calls: `encode` (once
+per batch), `init_cache`, `decode_step` (one token per row against the cache) and
+`reorder_cache` (beam search); T5 implements it (`cmrcx.models.t5.T5DecodeModel`),
+GPT-2 will. No family is imported here.
+
+One jitted `lax.while_loop` per (model, batch, source length, max_new_tokens,
+decoding options): the model encodes once, builds its cache once, each step
+decodes one token per row and the loop stops as soon as every row has produced EOS
+(beam search: as soon as no row's best hypothesis can change). Beam search folds the
+beams into the batch axis (row b * num_beams + k) and reorders the cache by parent
+beam each step. Outputs follow transformers' `generate` without its leading decoder
+start token: ids [batch, max_new_tokens], pad after a row's EOS.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration
+
+class DecodeModel(Protocol):
+    """What the decoding loops ask of a network. Hashable: the loops are compiled once
+    per (model, options), so equal models share them (a frozen dataclass of the config)."""
+
+    start_token_id: int  # the token every row is fed first (T5: decoder_start_token_id)
+    eos_token_id: int  # a row ends when it produces this token
+    pad_token_id: int  # fills a row after its EOS
+
+    def encode(self, params, input_ids, input_mask) -> Any:
+        """What every step reads of the inputs int [batch, source], computed once."""
+
+    def init_cache(self, params, encoded, max_length: int, num_beams: int = 1) -> Any:
+        """The step state before the first token, for max_length steps; each row
+        num_beams times (row b * num_beams + k: beam k of input b)."""
+
+    def decode_step(self, params, tokens, cache, index, input_mask) -> tuple[jax.Array, Any]:
+        """tokens int [batch] at position index (int32 []) -> (float32 logits
+        [batch, vocab] of the next token, the cache with position index written)."""
+
+    def reorder_cache(self, cache, rows) -> Any:
+        """The cache of rows int [batch] (row i takes row rows[i]); beam search only
+        moves beams among the beams of one input."""
 
 
 class Decoded(NamedTuple):
@@ -48,17 +73,17 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
     return jnp.take_along_axis(ranked, jnp.argsort(order, axis=-1), axis=-1)
 
 
-def _generate(config: T5Config, max_new_tokens: int, choose, params, input_ids, mask, rng):
+def _generate(
+    model: DecodeModel, max_new_tokens: int, choose, params, input_ids, mask, rng
+) -> Decoded:
     """The decoding loop; choose(logits [batch, vocab], step_rng) -> int32 [batch]."""
-    model = T5ForConditionalGeneration(config)
-    apply = functools.partial(model.apply, {"params": params})
-    encoded = apply(input_ids, mask, method="encode")
+    encoded = model.encode(params, input_ids, mask)
     batch = input_ids.shape[0]
     init = (
         jnp.int32(0),
-        jnp.full([batch], config.decoder_start_token_id, jnp.int32),
-        apply(encoded, max_new_tokens, method="init_cache"),
-        jnp.full([batch, max_new_tokens], config.pad_token_id, jnp.int32),
+        jnp.full([batch], model.start_token_id, jnp.int32),
+        model.init_cache(params, encoded, max_new_tokens),
+        jnp.full([batch, max_new_tokens], model.pad_token_id, jnp.int32),
         jnp.zeros([batch], jnp.int32),
         jnp.zeros([batch], bool),
     )
@@ -69,19 +94,19 @@ def _generate(config: T5Config, max_new_tokens: int, choose, params, input_ids, 
 
     def step_fn(state):
         step, last, cache, tokens, lengths, done = state
-        logits, cache = apply(last, cache, step, mask, method="decode_step")
+        logits, cache = model.decode_step(params, last, cache, step, mask)
         chosen = choose(logits, jax.random.fold_in(rng, step)).astype(jnp.int32)
-        chosen = jnp.where(done, config.pad_token_id, chosen)
+        chosen = jnp.where(done, model.pad_token_id, chosen)
         tokens = tokens.at[:, step].set(chosen)
         lengths = jnp.where(done, lengths, step + 1)
-        return step + 1, chosen, cache, tokens, lengths, done | (chosen == config.eos_token_id)
+        return step + 1, chosen, cache, tokens, lengths, done | (chosen == model.eos_token_id)
 
     _, _, _, tokens, lengths, _ = jax.lax.while_loop(running, step_fn, init)
     return Decoded(tokens, lengths)
 
 
 @functools.cache
-def _jitted(config: T5Config, max_new_tokens: int, temperature, top_k, top_p, sampling: bool):
+def _jitted(model: DecodeModel, max_new_tokens: int, temperature, top_k, top_p, sampling: bool):
     if sampling:
 
         def choose(logits, rng):
@@ -91,21 +116,21 @@ def _jitted(config: T5Config, max_new_tokens: int, temperature, top_k, top_p, sa
         def choose(logits, rng):
             return jnp.argmax(logits, axis=-1)
 
-    return jax.jit(functools.partial(_generate, config, max_new_tokens, choose))
+    return jax.jit(functools.partial(_generate, model, max_new_tokens, choose))
 
 
-def greedy(model: T5ForConditionalGeneration, params, input_ids, attention_mask, max_new_tokens):
+def greedy(model: DecodeModel, params, input_ids, attention_mask, max_new_tokens):
     """Greedy decoding; input_ids, attention_mask: int [batch, source] -> `Decoded`.
 
     Token-identical to transformers' `generate(do_sample=False, num_beams=1,
     max_new_tokens=N)` (ids without the decoder start token, pad after EOS).
     """
-    run = _jitted(model.config, max_new_tokens, None, None, None, False)
+    run = _jitted(model, max_new_tokens, None, None, None, False)
     return run(params, input_ids, attention_mask, jax.random.key(0))
 
 
 def sample(
-    model: T5ForConditionalGeneration,
+    model: DecodeModel,
     params,
     input_ids,
     attention_mask,
@@ -119,7 +144,7 @@ def sample(
 
     Step t draws with jax.random.fold_in(rng, t); rows draw independently. -> `Decoded`.
     """
-    run = _jitted(model.config, max_new_tokens, float(temperature), int(top_k), float(top_p), True)
+    run = _jitted(model, max_new_tokens, float(temperature), int(top_k), float(top_p), True)
     return run(params, input_ids, attention_mask, rng)
 
 
@@ -133,7 +158,7 @@ class _Beams(NamedTuple):
     """The beam search loop state; K = num_beams, N = max_new_tokens."""
 
     step: jax.Array  # int32 []: tokens generated so far (the next one goes to column step)
-    cache: dict  # decode_step's cache; row b * K + k is beam k of row b
+    cache: Any  # decode_step's cache; row b * K + k is beam k of row b
     running: jax.Array  # int32 [batch, K, N]: live hypotheses (no EOS), pad after step
     running_scores: jax.Array  # float32 [batch, K]: their summed log-probs, best first
     finished: jax.Array  # int32 [batch, K, N]: the best ended hypotheses, best first
@@ -181,7 +206,7 @@ def _keep_finished(beams: _Beams, scores, extended, ended, penalties, num_beams:
 
 
 def _beam_search(
-    config: T5Config,
+    model: DecodeModel,
     max_new_tokens: int,
     num_beams: int,
     length_penalty: float,
@@ -191,8 +216,6 @@ def _beam_search(
     mask,
 ):
     """The beam search loop (semantics: `beam_search`) -> `Decoded`."""
-    model = T5ForConditionalGeneration(config)
-    apply = functools.partial(model.apply, {"params": params})
     batch, n = input_ids.shape[0], max_new_tokens
     # Length penalties of 1..N generated tokens: float64 powers rounded to float32,
     # as torch divides a float32 tensor by a Python float.
@@ -200,11 +223,9 @@ def _beam_search(
     # HF's `_check_early_stop_heuristic`: the best a running beam may still reach is its
     # score over the current length, or with "never" and a positive penalty the maximum.
     bound_at_max = early_stopping == "never" and length_penalty > 0.0
-    cache = apply(apply(input_ids, mask, method="encode"), n, method="init_cache")
-    # Beams of a row share its encoder states, so the cross cache never needs reordering.
-    cache = jax.tree.map(lambda x: jnp.repeat(x, num_beams, axis=1), cache)
+    cache = model.init_cache(params, model.encode(params, input_ids, mask), n, num_beams)
     mask = jnp.repeat(mask, num_beams, axis=0)
-    empty = jnp.full([batch, num_beams, n], config.pad_token_id, jnp.int32)
+    empty = jnp.full([batch, num_beams, n], model.pad_token_id, jnp.int32)
     no_scores = jnp.full([batch, num_beams], -jnp.inf, jnp.float32)
     init = _Beams(
         step=jnp.int32(0),
@@ -225,18 +246,15 @@ def _beam_search(
         previous = jax.lax.dynamic_index_in_dim(
             beams.running, jnp.maximum(beams.step - 1, 0), axis=2, keepdims=False
         )
-        last = jnp.where(beams.step == 0, config.decoder_start_token_id, previous)
-        logits, cache = apply(last.reshape(-1), beams.cache, beams.step, mask, method="decode_step")
+        last = jnp.where(beams.step == 0, model.start_token_id, previous)
+        logits, cache = model.decode_step(params, last.reshape(-1), beams.cache, beams.step, mask)
         log_probs = jax.nn.log_softmax(logits).reshape(batch, num_beams, -1)
         scores, extended, tokens, parents = _candidates(beams, log_probs, num_beams)
-        ended = (tokens == config.eos_token_id) | (beams.step == n - 1)
+        ended = (tokens == model.eos_token_id) | (beams.step == n - 1)
         running_scores, pick = jax.lax.top_k(jnp.where(ended, -jnp.inf, scores), num_beams)
         parents = jnp.take_along_axis(parents, pick, axis=1)
         rows = (jnp.arange(batch)[:, None] * num_beams + parents).reshape(-1)
-        cache = {
-            "self": jax.tree.map(lambda x: jnp.take(x, rows, axis=1), cache["self"]),
-            "cross": cache["cross"],
-        }
+        cache = model.reorder_cache(cache, rows)
         finished, finished_scores, finished_lengths = _keep_finished(
             beams, scores, extended, ended, penalties, num_beams
         )
@@ -262,16 +280,16 @@ def _beam_search(
 
 
 @functools.cache
-def _beam_jitted(config, max_new_tokens, num_beams, length_penalty, early_stopping):
+def _beam_jitted(model, max_new_tokens, num_beams, length_penalty, early_stopping):
     return jax.jit(
         functools.partial(
-            _beam_search, config, max_new_tokens, num_beams, length_penalty, early_stopping
+            _beam_search, model, max_new_tokens, num_beams, length_penalty, early_stopping
         )
     )
 
 
 def beam_search(
-    model: T5ForConditionalGeneration,
+    model: DecodeModel,
     params,
     input_ids,
     attention_mask,
@@ -307,7 +325,5 @@ def beam_search(
     if early_stopping not in EARLY_STOPPING:
         raise ValueError(f"early_stopping {early_stopping!r}: use one of {EARLY_STOPPING}")
     early_stopping = early_stopping if early_stopping == "never" else bool(early_stopping)
-    run = _beam_jitted(
-        model.config, max_new_tokens, int(num_beams), float(length_penalty), early_stopping
-    )
+    run = _beam_jitted(model, max_new_tokens, int(num_beams), float(length_penalty), early_stopping)
     return run(params, input_ids, attention_mask)

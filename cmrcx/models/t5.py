@@ -14,8 +14,9 @@ a separate matrix without that scaling (v1.1 / mT5).
 Each stack's layers are one scanned module, `layers`, whose parameters carry a
 leading [num_layers] axis. No gin, data, optimizer or mesh here: sharding is the
 rules table in `cmrcx.training.partitioning`. Incremental decoding
-(`init_cache`, `decode_step`; loops in `cmrcx.models.decoding`) runs the same
-scanned parameters over a key/value cache with a leading [num_layers] axis.
+(`init_cache`, `decode_step`) runs the same scanned parameters over a key/value cache
+with a leading [num_layers] axis; `T5DecodeModel` offers them to the loops of
+`cmrcx.models.decoding` (its `DecodeModel` protocol).
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from cmrcx.models.bert import REMAT_POLICIES, check_compute_options
+from cmrcx.models.common import (
+    REMAT_POLICIES,
+    causal_mask,
+    check_compute_options,
+    padding_mask,
+)
+from cmrcx.models.common import shift_right as _shift_right
 
 FEED_FORWARD_PROJ = ("relu", "gated-gelu")  # T5 v1.0 (LongLM) | T5 v1.1, mT5
 
@@ -394,24 +401,9 @@ class T5Stack(nn.Module):
         return nn.Dropout(cfg.dropout_rate)(hidden, deterministic=deterministic)
 
 
-def padding_mask(mask) -> jax.Array:
-    """int [batch, k] (1 = real token) -> bool [batch, 1, 1, k] (True = may be attended)."""
-    return (mask > 0)[:, None, None, :]
-
-
-def causal_mask(decoder_mask) -> jax.Array:
-    """int [batch, length] -> bool [batch, 1, length, length]: earlier real tokens only."""
-    length = decoder_mask.shape[1]
-    causal = jnp.arange(length)[None, :] <= jnp.arange(length)[:, None]
-    return causal[None, None] & padding_mask(decoder_mask)
-
-
 def shift_right(labels, config: T5Config) -> jax.Array:
     """Teacher forcing inputs: int [batch, length] -> decoder_start, labels[:-1], -100 -> pad."""
-    shifted = jnp.concatenate(
-        [jnp.full_like(labels[:, :1], config.decoder_start_token_id), labels[:, :-1]], axis=1
-    )
-    return jnp.where(shifted == -100, config.pad_token_id, shifted)
+    return _shift_right(labels, config.decoder_start_token_id, config.pad_token_id)
 
 
 class T5ForConditionalGeneration(nn.Module):
@@ -561,3 +553,54 @@ class T5ForConditionalGeneration(nn.Module):
         return self.decode(
             decoder_input_ids, encoder_hidden, attention_mask, decoder_mask, deterministic
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class T5DecodeModel:
+    """`T5ForConditionalGeneration` of `config` as a `cmrcx.models.decoding.DecodeModel`.
+
+    The encoder runs once (`encode`), the cross-attention keys/values are computed once
+    (`init_cache`), each step runs the decoder on one token per row against the cache.
+    Hashable: the decoding loops are compiled once per (model, options).
+    """
+
+    config: T5Config
+
+    @property
+    def start_token_id(self) -> int:
+        return self.config.decoder_start_token_id
+
+    @property
+    def eos_token_id(self) -> int:
+        return self.config.eos_token_id
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.config.pad_token_id
+
+    def _apply(self, params, *args, method: str):
+        network = T5ForConditionalGeneration(self.config)
+        return network.apply({"params": params}, *args, method=method)
+
+    def encode(self, params, input_ids, input_mask):
+        """int [batch, source] -> encoder states [batch, source, d_model]."""
+        return self._apply(params, input_ids, input_mask, method="encode")
+
+    def init_cache(self, params, encoded, max_length: int, num_beams: int = 1):
+        """`T5ForConditionalGeneration.init_cache` ([layers, batch, ...] leaves), each row
+        num_beams times (row b * num_beams + k: beam k of input b)."""
+        cache = self._apply(params, encoded, max_length, method="init_cache")
+        if num_beams == 1:
+            return cache
+        return jax.tree.map(lambda x: jnp.repeat(x, num_beams, axis=1), cache)
+
+    def decode_step(self, params, tokens, cache, index, input_mask):
+        """(float32 logits [batch, vocab] of the token after `tokens` int [batch] at
+        position index, the cache with that position written)."""
+        return self._apply(params, tokens, cache, index, input_mask, method="decode_step")
+
+    def reorder_cache(self, cache, rows):
+        """The self-attention cache of rows int [batch]; the cross-attention keys/values
+        stay, as `rows` only moves beams among the beams of one input."""
+        reordered = jax.tree.map(lambda x: jnp.take(x, rows, axis=1), cache["self"])
+        return {"self": reordered, "cross": cache["cross"]}

@@ -13,8 +13,8 @@ from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.paths import resolve_path
+from cmrcx.models import registry
 from cmrcx.models.bert import BertConfig
-from cmrcx.models.t5 import T5Config
 from cmrcx.training.partitioning import RULE_SETS
 
 OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
@@ -42,10 +42,11 @@ class RunConfig:
     model_dir: str | None = None  # checkpoints, predictions, metrics.jsonl, events
     data_dir: str | None = None  # the task's official files (cmrc2019_*.json; afqmc_public/)
     vocabulary_name: str = "bert_chinese"  # names the SeqIO task: <task>_<name>
-    vocab_file: str | None = None  # vocab.txt / spiece.model; None: PRETRAINED/ that file
+    vocab_file: str | None = None  # vocab.txt / spiece.model; None: PRETRAINED/ the family's
     lower_case: bool = True  # lower-case + strip accents (False for cased vocabularies)
     pretrained: str | None = None  # cmrcx export dir with encoder weights; None: random
     require_pretrained: bool = False  # paper configs: refuse to start from random weights
+    # The network's config: any registered family's (cmrcx.models.registry), BERT by default.
     model: BertConfig = dataclasses.field(default_factory=BertConfig)
     max_length: int = 512  # tokens per example / window (CMRC 2019 paper: 512)
     doc_stride: int = 128  # CMRC 2019 window stride (authors' baseline default)
@@ -139,7 +140,7 @@ class RunConfig:
                     "VOCAB_FILE is not set and there is no PRETRAINED to take it from: add "
                     "--gin.VOCAB_FILE=\"'PATH'\" (vocab.txt, or spiece.model for T5/LongLM)"
                 )
-            name = "spiece.model" if isinstance(run.model, T5Config) else "vocab.txt"
+            name = registry.family_of(run.model).vocab_file  # vocab.txt, spiece.model
             run = dataclasses.replace(run, vocab_file=os.path.join(run.pretrained, name))
         if not os.path.isfile(run.vocab_file):
             raise ConfigError(f"vocabulary file not found: {run.vocab_file}")
@@ -159,13 +160,9 @@ _FREE_MODEL_FIELDS = (
 )
 
 
-def _model_families():
-    return {"bert": BertConfig, "t5": T5Config}
-
-
 def run_config_json(run: RunConfig) -> dict:
-    """The RunConfig as JSON data (the model as {"family": ..., fields})."""
-    family = {cls: name for name, cls in _model_families().items()}[type(run.model)]
+    """The RunConfig as JSON data (the model as {"family": its registry name, fields})."""
+    family = registry.family_of(run.model).name
     data = dataclasses.asdict(run)
     data["model"] = {"family": family, **dataclasses.asdict(run.model)}
     data["mesh_shape"] = list(run.mesh_shape)
@@ -186,7 +183,7 @@ def read_run_config(model_dir: str) -> RunConfig | None:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         model = dict(data.pop("model"))
-        model = _model_families()[model.pop("family")](**model)
+        model = registry.family(model.pop("family")).config_class(**model)
         rules = data.get("logical_rules")
         data["logical_rules"] = None if rules is None else tuple(tuple(r) for r in rules)
         data["mesh_shape"] = tuple(data["mesh_shape"])

@@ -1,10 +1,20 @@
-"""BERT weights between cmrcx (Flax) and HuggingFace / Google TF checkpoints.
+"""BERT-family weights between cmrcx (Flax) and HuggingFace / Google TF checkpoints.
+
+The BERT row of `cmrcx.models.registry` (model_type "bert", "ernie", "roberta"). Same
+function names as every family's weights module (see `cmrcx.weights`): config_from_hf,
+config_to_hf, weight_table, params_from_hf, hf_tensors, describe, read_dir,
+write_hf_dir, vocabulary_files, verify.
+
+HuggingFace: config.json + model.safetensors (or sharded, with an index) or
+pytorch_model.bin, + vocab.txt; config.json `model_type` "bert", "ernie" (ERNIE 1.0
+as nghuyong converted it: BERT with ReLU, ernie.* tensors) or "roberta" when the
+tensors are BERT's (CLUE's roberta_chinese_*: bert.* tensors). Google: bert_config.json
+(or one other bert_config*.json, as brightmart's bert_config_large.json) +
+*.ckpt.* + vocab.txt.
 
 One table, `weight_table(config)`, pairs every cmrcx encoder parameter with its
-HuggingFace name and a layout rule. The table names layer i `layer_i`; the model
-holds the layers stacked under `layers` ([num_layers, ...]), and
-`stack_layers`/`unstack_layers` convert between the two. Google's TF names are first rewritten into
-HuggingFace names (`tf_to_hf_name`), so both formats share the table, and
+HuggingFace name and a layout rule (`cmrcx.weights.table`). Google's TF names are first
+rewritten into HuggingFace names (`tf_to_hf_name`), so both formats share the table, and
 exporting back to HuggingFace is the same table read the other way.
 
 Tensors a source holds beyond the encoder are sorted into two kinds: known
@@ -17,13 +27,66 @@ tensor is an error.
 
 from __future__ import annotations
 
+import dataclasses
+import glob
+import json
+import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 import numpy as np
 
-from cmrcx.models.bert import BertConfig
+from cmrcx.models import registry
+from cmrcx.models.bert import ACTIVATIONS, BertConfig
+from cmrcx.weights import exports, hf_io
+from cmrcx.weights.hf_io import PretrainedFormatError, Release
+from cmrcx.weights.table import (
+    WeightError,
+    params_from_table,
+    stack_layers,
+    tensors_from_table,
+    to_flax,
+    to_torch,
+    unstack_layers,
+)
+
+__all__ = [  # the names of every family's weights module (cmrcx/weights/__init__.py), then BERT's
+    "WeightError",
+    "PretrainedFormatError",
+    "config_from_hf",
+    "config_to_hf",
+    "weight_table",
+    "params_from_hf",
+    "hf_tensors",
+    "describe",
+    "read_dir",
+    "vocabulary_files",
+    "write_hf_dir",
+    "verify",
+    "Entry",
+    "tf_to_hf_name",
+    "hf_tensors_from_tf",
+    "normalize_hf_names",
+    "with_fresh_pooler",
+    "tf_config_path",
+]
+
+# HuggingFace config.json key -> BertConfig field.
+HF_CONFIG_KEYS = {
+    "vocab_size": "vocab_size",
+    "hidden_size": "hidden_size",
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_position_embeddings",
+    "type_vocab_size": "type_vocab_size",
+    "hidden_dropout_prob": "hidden_dropout",
+    "attention_probs_dropout_prob": "attention_dropout",
+    "layer_norm_eps": "layer_norm_eps",
+    "hidden_act": "hidden_act",
+    "initializer_range": "initializer_range",
+}
 
 # Not part of the encoder; dropped (and reported) on conversion: pretraining heads (cls.),
 # and the task heads of fine-tuned checkpoints (transformers' BertForSequenceClassification
@@ -45,10 +108,6 @@ POOLER_SEED = 0  # jax.random.key of the fresh pooler kernel: conversions are re
 # The encoder's name inside transformers' task models (BertForPreTraining, BertForMaskedLM,
 # ErnieForMaskedLM, ...): its tensors are `<prefix>embeddings...`, a bare model's `embeddings...`.
 ENCODER_PREFIXES = ("bert.", "ernie.")
-
-
-class WeightError(ValueError):
-    """A checkpoint does not fit the encoder: lists every missing, unknown or misshapen tensor."""
 
 
 class Entry(NamedTuple):
@@ -114,37 +173,6 @@ def _layer_norm(path: tuple[str, ...], hf: str) -> list[Entry]:
     ]
 
 
-def to_flax(tensor: np.ndarray, layout: str, config: BertConfig) -> np.ndarray:
-    """torch layout -> Flax layout. Dense kernels are [out, in] in torch, [in, ...] here."""
-    heads, head_dim = config.num_heads, config.head_dim
-    if layout == "same":
-        return tensor
-    if layout == "dense":
-        return tensor.T
-    if layout == "to_heads":  # [heads*head_dim, hidden] -> [hidden, heads, head_dim]
-        return tensor.T.reshape(tensor.shape[1], heads, head_dim)
-    if layout == "bias_to_heads":
-        return tensor.reshape(heads, head_dim)
-    if layout == "from_heads":  # [hidden, heads*head_dim] -> [heads, head_dim, hidden]
-        return tensor.T.reshape(heads, head_dim, tensor.shape[0])
-    raise ValueError(f"unknown layout {layout!r}")
-
-
-def to_torch(param: np.ndarray, layout: str) -> np.ndarray:
-    """Flax layout -> torch layout (the inverse of `to_flax`)."""
-    if layout == "same":
-        return param
-    if layout == "dense":
-        return param.T
-    if layout == "to_heads":
-        return param.reshape(param.shape[0], -1).T
-    if layout == "bias_to_heads":
-        return param.reshape(-1)
-    if layout == "from_heads":
-        return param.reshape(-1, param.shape[-1]).T
-    raise ValueError(f"unknown layout {layout!r}")
-
-
 def tf_to_hf_name(name: str) -> str:
     """`bert/encoder/layer_3/attention/self/query/kernel` -> `encoder.layer.3...query.weight`."""
     name = name.removeprefix("bert/")
@@ -197,7 +225,7 @@ def with_fresh_pooler(
     Initialised as `BertEncoder` initialises its `pooler` (models/bert.py): the kernel
     truncated normal with stddev initializer_range (key `POOLER_SEED`), the bias zeros.
     The fresh kernel is [hidden, hidden] in torch layout, like a checkpoint's. A source
-    with half a pooler gets nothing added, so `encoder_params` reports the other half
+    with half a pooler gets nothing added, so `params_from_hf` reports the other half
     missing.
     """
     if any(name in hf_tensors for name in POOLER_HF):
@@ -214,83 +242,19 @@ def with_fresh_pooler(
     return {**hf_tensors, **fresh}, sorted(fresh)
 
 
-def encoder_params(hf_tensors: Mapping[str, np.ndarray], config: BertConfig, source: str) -> dict:
+def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: BertConfig, source: str) -> dict:
     """HF-named tensors -> the nested cmrcx `params["bert"]` tree (float32).
 
     Raises WeightError listing every missing, unknown and misshapen tensor at once.
     """
 
     def to_param(entry, value):
-        value = to_flax(value, entry.layout, config)
+        value = to_flax(value, entry.layout, config.num_heads)
         want = _expected_shape(entry, config)
         return value, None if value.shape == want else f"{value.shape} (expected {want})"
 
     params = params_from_table(hf_tensors, weight_table(config), to_param, source, "encoder")
     return stack_layers(params, config.num_layers)
-
-
-def params_from_table(
-    hf_tensors: Mapping[str, np.ndarray],
-    table,
-    to_param,
-    source: str,
-    what: str,
-    more_problems: Mapping[str, list[str]] | None = None,
-) -> dict:
-    """The nested params tree of a weight table's entries (each has `hf_name`, `path`).
-
-    to_param(entry, float32 value) -> (param, None), or (anything, "shape problem").
-    Raises WeightError listing at once every missing, unknown and misshapen tensor,
-    and `more_problems` (heading -> names) such as inconsistent copies.
-    """
-    expected = {entry.hf_name for entry in table}
-    problems = {
-        "missing": sorted(expected - set(hf_tensors)),
-        "unknown": sorted(set(hf_tensors) - expected),
-        "wrong shape": [],
-        **(more_problems or {}),
-    }
-    params: dict = {}
-    for entry in table:
-        if entry.hf_name not in hf_tensors:
-            continue
-        value, shape_problem = to_param(entry, np.asarray(hf_tensors[entry.hf_name], np.float32))
-        if shape_problem:
-            problems["wrong shape"].append(f"{entry.hf_name}: {shape_problem}")
-            continue
-        node = params
-        for key in entry.path[:-1]:
-            node = node.setdefault(key, {})
-        node[entry.path[-1]] = value
-    if any(problems.values()):
-        lines = [f"{source} does not fit the {what} config:"]
-        lines += [f"  {k} ({len(v)}): " + ", ".join(v) for k, v in problems.items() if v]
-        raise WeightError("\n".join(lines))
-    return params
-
-
-def stack_layers(params: Mapping, num_layers: int) -> dict:
-    """{"layer_0": tree, ..., "layer_{n-1}": tree} -> {"layers": tree of [n, ...] arrays}."""
-    params = dict(params)
-    layers = [params.pop(f"layer_{i}") for i in range(num_layers)]
-    params["layers"] = _tree_map(lambda *xs: np.stack(xs), *layers)
-    return params
-
-
-def unstack_layers(params: Mapping, num_layers: int) -> dict:
-    """The inverse of `stack_layers`."""
-    params = dict(params)
-    stacked = params.pop("layers")
-    for i in range(num_layers):
-        params[f"layer_{i}"] = _tree_map(lambda x, i=i: np.asarray(x[i]), stacked)
-    return params
-
-
-def _tree_map(fn, *trees):
-    """Maps over nested dicts of arrays (numpy only: no JAX needed to convert)."""
-    if isinstance(trees[0], Mapping):
-        return {key: _tree_map(fn, *(tree[key] for tree in trees)) for key in trees[0]}
-    return fn(*trees)
 
 
 def _expected_shape(entry: Entry, config: BertConfig) -> tuple[int, ...]:
@@ -322,14 +286,222 @@ def hf_tensors(params: Mapping, config: BertConfig) -> Iterator[tuple[str, np.nd
     yield from tensors_from_table(unstack_layers(params, config.num_layers), weight_table(config))
 
 
-def tensors_from_table(params: Mapping, table) -> Iterator[tuple[str, np.ndarray]]:
-    """The reverse of `params_from_table`: (HF name, torch-layout float32 tensor) per entry
-    of the table, read from the (unstacked) params tree at the entry's `path`."""
-    for entry in table:
-        node = params
-        for key in entry.path:
-            node = node[key]
-        yield (
-            entry.hf_name,
-            np.ascontiguousarray(to_torch(np.asarray(node, np.float32), entry.layout)),
+# ---------------------------------------------------------------------------
+# Configs and release directories
+
+
+def config_from_hf(raw: Mapping, path: str = "config.json", tensors=None) -> BertConfig:
+    """BertConfig from a HuggingFace config.json or Google bert_config.json dict (at `path`,
+    named in errors; `tensors` unused: config.json says it all).
+
+    Raises PretrainedFormatError naming the file and the field for anything the cmrcx
+    encoder does not compute: another model_type, activation or position embedding,
+    or ERNIE's task-type embedding switched on.
+    """
+    model_type = raw.get("model_type")
+    bert_types = registry.family("bert").hf_model_types
+    if model_type is not None and model_type not in bert_types:
+        others = [", ".join(row.hf_model_types) for row in registry.FAMILIES.values()]
+        raise PretrainedFormatError(
+            f"{path}: model_type {model_type!r} is not a BERT-architecture model; "
+            f"cmrcx.convert reads {' and '.join(others)}"
         )
+    activation = raw.get("hidden_act", "gelu")
+    if activation not in ACTIVATIONS:
+        raise PretrainedFormatError(
+            f"{path}: hidden_act {activation!r}; cmrcx BERT has {', '.join(ACTIVATIONS)}"
+        )
+    if raw.get("position_embedding_type", "absolute") != "absolute":
+        raise PretrainedFormatError(
+            f"{path}: position_embedding_type {raw['position_embedding_type']!r}; "
+            "only 'absolute' position embeddings are supported"
+        )
+    if raw.get("use_task_id"):
+        # ERNIE 3.0 adds task_type_embeddings[task_type_ids] to every token; ERNIE 1.0
+        # (nghuyong/ernie-1.0-base-zh) has no use_task_id, which transformers reads as false.
+        raise PretrainedFormatError(
+            f"{path}: use_task_id true (ERNIE's task-type embedding) is not supported; "
+            "cmrcx BERT has word, position and token-type embeddings only"
+        )
+    kwargs = {field: raw[key] for key, field in HF_CONFIG_KEYS.items() if key in raw}
+    return BertConfig(**kwargs)
+
+
+def config_to_hf(config: BertConfig) -> dict:
+    """config.json for transformers' BertModel."""
+    out = {key: getattr(config, field) for key, field in HF_CONFIG_KEYS.items()}
+    return {
+        "architectures": ["BertModel"],
+        "model_type": "bert",
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+        **out,
+    }
+
+
+def describe(config: BertConfig) -> str:
+    """The geometry `cmrcx.convert` prints."""
+    fields = dataclasses.asdict(config)
+    keys = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
+    keys += ("max_position_embeddings", "hidden_act", "layer_norm_eps")
+    return ", ".join(f"{k}={fields[k]}" for k in keys)
+
+
+def _check_roberta(path: str, tensors) -> None:
+    """PretrainedFormatError unless a model_type "roberta" checkpoint is BERT-named.
+
+    CLUE's roberta_chinese_* are BERT-architecture checkpoints (their model cards load
+    them with BertModel) saved as bert.* tensors. transformers' RobertaModel is not:
+    its position ids start at pad_token_id + 1. Its tensors are roberta.* (task
+    models) or bare (RobertaModel), and bare BERT and RoBERTa names are the same.
+    """
+    if any(name.startswith("bert.") for name in tensors) and not any(
+        name.startswith("roberta.") for name in tensors
+    ):
+        return
+    raise PretrainedFormatError(
+        f"{path}: model_type 'roberta' with tensors not named bert.*: a RoBERTa-"
+        "architecture checkpoint (position ids from pad_token_id + 1), or a BERT one "
+        "that cmrcx cannot tell from it; if it is BERT-architecture, set model_type "
+        "to 'bert' in config.json"
+    )
+
+
+def read_dir(directory: str) -> Release:
+    """The encoder of a HuggingFace or Google TF release directory (`hf_io.Release`; its
+    notes: the tensors dropped and the ones initialised fresh, only ever the pooler).
+
+    Raises PretrainedFormatError (not a release) or WeightError (tensors that do not
+    fit; only a missing pooler is filled in, fresh).
+    """
+    directory = os.path.abspath(directory)
+    hf_config = os.path.join(directory, "config.json")
+    tf_config = tf_config_path(directory)
+    notes = []
+    if os.path.isfile(hf_config):
+        raw, _ = hf_io.read_hf_config(directory)
+        config = config_from_hf(raw, hf_config)
+        tensors, source = hf_io.read_hf_weights(directory)
+        model_type = raw.get("model_type")
+        if model_type == "roberta":
+            _check_roberta(hf_config, tensors)
+            notes.append("config.json model_type 'roberta' with bert.* tensors: converted as BERT")
+        named, dropped = normalize_hf_names(tensors)
+    elif tf_config:
+        with open(tf_config, encoding="utf-8") as f:
+            config, model_type = config_from_hf(json.load(f), tf_config), None
+        tensors, source = hf_io.read_tf_checkpoint(directory), "TF checkpoint"
+        if tensors is None:
+            raise PretrainedFormatError(
+                f"{directory}: {os.path.basename(tf_config)} but no *.ckpt*.index"
+            )
+        named, dropped = hf_tensors_from_tf(tensors)
+    else:
+        raise PretrainedFormatError(
+            f"{directory}: neither config.json (HuggingFace) nor bert_config.json (Google TF)"
+        )
+    named, fresh = with_fresh_pooler(named, config)
+    params = params_from_hf(named, config, f"{directory} ({source})")
+    dropped = sorted(dropped)
+    if dropped:
+        shown = ", ".join(dropped[:6]) + (" ..." if len(dropped) > 6 else "")
+        what = "tensors outside the encoder (heads, optimizer)"
+        notes.append(f"dropped {len(dropped)} {what}: {shown}")
+    if fresh:
+        notes.append(
+            f"initialised fresh ({len(fresh)}): {', '.join(fresh)} "
+            "(not in the checkpoint; BertForMaskedLM saves none)"
+        )
+    extra = {"source_model_type": model_type} if model_type else {}
+    extra.update({"initialised_fresh": fresh} if fresh else {})
+    return Release(config, params, source, model_type, dropped, notes, extra)
+
+
+def tf_config_path(directory: str) -> str | None:
+    """A Google TF release's config: bert_config.json, else its one bert_config*.json.
+
+    brightmart's RoBERTa-zh-Large (CLUE's RoBERTa-large) ships bert_config_large.json.
+    """
+    path = os.path.join(directory, "bert_config.json")
+    if os.path.isfile(path):
+        return path
+    found = sorted(glob.glob(os.path.join(directory, "bert_config*.json")))
+    if len(found) > 1:
+        names = ", ".join(os.path.basename(name) for name in found)
+        raise PretrainedFormatError(f"{directory}: several TF configs ({names}); keep one")
+    return found[0] if found else None
+
+
+def vocabulary_files(directory: str) -> list[str]:
+    """["vocab.txt"]: what `cmrcx.convert` copies; PretrainedFormatError if it is missing."""
+    if not os.path.isfile(os.path.join(directory, "vocab.txt")):
+        raise PretrainedFormatError(f"{directory}: no vocab.txt")
+    return ["vocab.txt"]
+
+
+def write_hf_dir(out: str, params, config: BertConfig, vocab_file: str | None) -> None:
+    """A HuggingFace BertModel directory: config.json, model.safetensors, vocab.txt.
+
+    params: the params["bert"] tree (numpy or jax arrays); the task head is not part of
+    BertModel and is left out.
+    """
+    hf_io.write_hf_model(out, config_to_hf(config), hf_tensors(params, config))
+    if vocab_file:
+        with (
+            open(vocab_file, encoding="utf-8") as src,
+            open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as dst,
+        ):
+            dst.write(src.read())
+
+
+# ---------------------------------------------------------------------------
+# `cmrcx.convert --verify`: the converted encoder against transformers'
+
+
+def verify(source: str, export_dir: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """[("hidden states", reference, converted)] on 3 random padded inputs of 32 tokens."""
+    import torch
+
+    from cmrcx.models.bert import BertEncoder
+
+    config = exports.read_model_config(export_dir)
+    params = exports.load_params(export_dir, None)["bert"]
+    length = min(32, config.max_position_embeddings)
+    rng = np.random.default_rng(hf_io.VERIFY_SEED)
+    ids, mask = hf_io.verification_batch(rng, config.vocab_size, length)
+    types = np.zeros_like(ids)
+    types[:, length // 2 :] = min(1, config.type_vocab_size - 1)
+    with torch.no_grad():
+        want = _torch_bert(source)(
+            input_ids=torch.tensor(ids),
+            token_type_ids=torch.tensor(types),
+            attention_mask=torch.tensor(mask),
+        ).last_hidden_state.numpy()
+    got, _ = BertEncoder(config).apply({"params": params}, ids, types, mask)
+    return [("hidden states", want, np.asarray(got))]
+
+
+def _torch_bert(source: str):
+    """transformers' BertModel (ErnieModel) from a HuggingFace directory or a Google TF release.
+
+    model_type "roberta" is read by BertModel too: `convert` takes only BERT-architecture
+    checkpoints of that type (see `_check_roberta`). transformers 5 reads no TF
+    checkpoints: the TF tensors are loaded into a BertModel built from the TF config under
+    the names `hf_tensors_from_tf` maps them to (so --verify then checks the model, not
+    the TF name mapping).
+    """
+    import torch
+    import transformers
+
+    if os.path.isfile(os.path.join(source, "config.json")):
+        if hf_io.hf_model_type(source) == "ernie":
+            model_class = transformers.ErnieModel
+        else:
+            model_class = transformers.BertModel
+        return model_class.from_pretrained(source, dtype=torch.float32).eval()
+    config = transformers.BertConfig.from_json_file(tf_config_path(source))
+    model = transformers.BertModel(config).eval()
+    tensors, _ = hf_tensors_from_tf(hf_io.read_tf_checkpoint(source))
+    state = {name: torch.tensor(np.asarray(value)) for name, value in tensors.items()}
+    model.load_state_dict(state, strict=False)
+    return model

@@ -1,5 +1,9 @@
 """cmrcx's own export format: EXPORT_DIR/params/ (orbax) plus EXPORT_DIR/model_config.json,
-what inference or fine-tuning needs, no optimizer state."""
+what inference or fine-tuning needs, no optimizer state.
+
+model_config.json is {"model": the config's fields, "family": its registry name, ...}.
+Exports of BERT, the family exports had before there were others, name none.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,22 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-from cmrcx.models.bert import BertConfig
-from cmrcx.models.t5 import T5Config
+from cmrcx.models import registry
 
 MODEL_CONFIG_FILE = "model_config.json"
 
 
-def export_params(
-    export_dir: str, params, config: BertConfig | T5Config, extra: dict | None = None
-) -> None:
-    """Writes parameters (orbax) and the model config (JSON) to `export_dir`."""
+def family_key(config) -> dict:
+    """{"family": name} for model_config.json, or {} for the default family (BERT)."""
+    name = registry.family_of(config).name
+    return {} if name == registry.DEFAULT_FAMILY else {"family": name}
+
+
+def export_params(export_dir: str, params, config, extra: dict | None = None) -> None:
+    """Writes parameters (orbax) and the model config (JSON) to `export_dir`.
+
+    extra: more model_config.json fields; the config's family is added unless given.
+    """
     export_dir = os.path.abspath(export_dir)
     os.makedirs(export_dir, exist_ok=True)
     checkpointer = ocp.StandardCheckpointer()
@@ -29,11 +39,14 @@ def export_params(
     checkpointer.wait_until_finished()
     if jax.process_index() == 0:
         with open(os.path.join(export_dir, MODEL_CONFIG_FILE), "w", encoding="utf-8") as f:
-            json.dump({"model": dataclasses.asdict(config), **(extra or {})}, f, indent=1)
+            record = {"model": dataclasses.asdict(config), **(extra or {})}
+            for key, value in family_key(config).items():
+                record.setdefault(key, value)  # where the caller put it, else last
+            json.dump(record, f, indent=1)
 
 
-def read_model_config(export_dir: str) -> BertConfig | T5Config:
-    """The network config of an export: its `family` ("bert" when absent, or "t5")."""
+def read_model_config(export_dir: str):
+    """The network config of an export, of its `family` (BERT when absent)."""
     path = os.path.join(export_dir, MODEL_CONFIG_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -42,11 +55,20 @@ def read_model_config(export_dir: str) -> BertConfig | T5Config:
         )
     with open(path, encoding="utf-8") as f:
         saved = json.load(f)
-    families = {"bert": BertConfig, "t5": T5Config}
-    family = saved.get("family", "bert")
-    if family not in families:
-        raise ValueError(f"{path}: unknown model family {family!r}; known: {', '.join(families)}")
-    return families[family](**saved["model"])
+    try:
+        row = registry.family(saved.get("family", registry.DEFAULT_FAMILY))
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    return row.config_class(**saved["model"])
+
+
+def read_network(export_dir: str):
+    """(config, params as numpy) of an export's network: params[<family>] (T5: the whole
+    encoder-decoder; BERT: the encoder), or the whole tree when it has no such key."""
+    config = read_model_config(export_dir)
+    params = load_params(export_dir, None)
+    name = registry.family_of(config).name
+    return config, params[name] if name in params else params
 
 
 def load_params(export_dir: str, abstract_params):

@@ -19,9 +19,9 @@ from test_sentencepiece_vocab import train_sample_model
 from cmrcx import convert, generate
 from cmrcx.cli import launch
 from cmrcx.models import decoding
-from cmrcx.models.t5 import T5ForConditionalGeneration
+from cmrcx.models.t5 import T5DecodeModel
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-from cmrcx.weights.hf_io import read_t5_export
+from cmrcx.weights import exports
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -100,13 +100,13 @@ def sources(export, lines=LINES) -> list[list[int]]:
 def reference(export, function, *args, lines=LINES):
     """`function` on every input in one batch padded to the longest (with 0, whatever the
     model's pad id): tokens cut at length."""
-    config, params = read_t5_export(export)
+    config, params = exports.read_network(export)
     rows = sources(export, lines)
     ids = np.zeros([len(rows), max(map(len, rows))], np.int32)
     mask = np.zeros_like(ids)
     for i, row in enumerate(rows):
         ids[i, : len(row)], mask[i, : len(row)] = row, 1
-    out = function(T5ForConditionalGeneration(config), params, ids, mask, N, *args)
+    out = function(T5DecodeModel(config), params, ids, mask, N, *args)
     return [
         t[:n].tolist() for t, n in zip(np.asarray(out.tokens), np.asarray(out.lengths), strict=True)
     ]
@@ -139,7 +139,7 @@ def test_longlm_layout_export(tmp_path_factory, capsys):
     shutil.copyfile(train_xlnet_layout_model(root / "spiece"), root / "hf" / "spiece.model")
     assert convert.main(["--from", str(root / "hf"), "--to", str(root / "export")]) == 0
     export = str(root / "export")
-    config, _ = read_t5_export(export)
+    config = exports.read_model_config(export)
     assert (config.pad_token_id, config.eos_token_id, config.decoder_start_token_id) == (5, 2, 1)
     lines = [*LINES, "鑫龘森林<extra_id_1>", "[0, 17, 0, 0, 2]"]
     path = root / "inputs.txt"

@@ -14,6 +14,7 @@ import pytest
 from cmrcx.cli import launch
 from cmrcx.common.errors import MissingSplitError
 from cmrcx.model_api.seq2seq import Seq2SeqModel
+from cmrcx.models import registry
 from cmrcx.training import input_pipeline, run_config
 from cmrcx.training.run_tasks import lot as lot_run_tasks
 from cmrcx.training.run_tasks.base import build_run_task
@@ -24,7 +25,7 @@ transformers = pytest.importorskip("transformers")
 
 from test_decoding_t5 import ODD, reference_model  # noqa: E402
 
-from cmrcx.weights.hf_io import read_t5_dir  # noqa: E402
+from cmrcx.weights import t5 as t5_weights  # noqa: E402
 
 
 def seq2seq_batch(seed: int = 4, source: int = 11, target: int = 7) -> dict[str, np.ndarray]:
@@ -48,9 +49,9 @@ def seq2seq_batch(seed: int = 4, source: int = 11, target: int = 7) -> dict[str,
 def test_loss_and_scores_equal_transformers_labels(tmp_path):
     hf = reference_model("longlm")
     hf.save_pretrained(tmp_path)
-    release = read_t5_dir(str(tmp_path))
+    release = t5_weights.read_dir(str(tmp_path))
     batch = seq2seq_batch()
-    model = Seq2SeqModel(release.config, 11, 7)
+    model = Seq2SeqModel(registry.network(release.config, "seq2seq"), 11, 7)
     params = {"t5": release.params}
     loss_sum, metrics = jax.jit(model.loss_fn)(params, batch, None)
     scores = np.asarray(jax.jit(model.score_batch)(params, batch))
@@ -100,9 +101,9 @@ def test_longlm_layout_attends_and_scores_id_0(tmp_path):
     for name, value in LONGLM_IDS.items():
         setattr(hf.config, name, value)
     hf.save_pretrained(tmp_path)
-    release = read_t5_dir(str(tmp_path))
+    release = t5_weights.read_dir(str(tmp_path))
     assert {name: getattr(release.config, name) for name in LONGLM_IDS} == LONGLM_IDS
-    model = Seq2SeqModel(release.config, 11, 7)
+    model = Seq2SeqModel(registry.network(release.config, "seq2seq"), 11, 7)
     params = {"t5": release.params}
     loss_fn, score_batch = jax.jit(model.loss_fn), jax.jit(model.score_batch)
     batch = longlm_layout_batch(padding=0)
@@ -235,8 +236,8 @@ def test_export_of_a_run_generates_and_loads_in_transformers(tmp_path):
     beside it), and `--format hf` a directory transformers loads with the same logits."""
     from cmrcx import export, generate
     from cmrcx.models.decoding import greedy
-    from cmrcx.models.t5 import T5ForConditionalGeneration
-    from cmrcx.weights.hf_io import read_t5_export
+    from cmrcx.models.t5 import T5DecodeModel, T5ForConditionalGeneration
+    from cmrcx.weights import exports
 
     run = tiny_run(tmp_path / "pretrain")
     Runner(run).train()
@@ -246,7 +247,7 @@ def test_export_of_a_run_generates_and_loads_in_transformers(tmp_path):
     export.main([*flags, "--out", str(tmp_path / "export")])
     gin.clear_config()
     export.main([*flags, "--out", str(tmp_path / "hf"), "--format", "hf"])
-    config, params = read_t5_export(str(tmp_path / "export"))
+    config, params = exports.read_network(str(tmp_path / "export"))
     assert (tmp_path / "export" / "spiece.model").is_file()
 
     (tmp_path / "in.txt").write_text("[5, 6, 7, 1]\n", encoding="utf-8")
@@ -254,7 +255,7 @@ def test_export_of_a_run_generates_and_loads_in_transformers(tmp_path):
     generate.main(["--checkpoint", str(tmp_path / "export"), "--input", str(tmp_path / "in.txt"),
                    "--output", str(tmp_path / "out.jsonl"), "--max_new_tokens", "5"])  # fmt: skip
     ids = np.array([[5, 6, 7, 1]])
-    want = greedy(T5ForConditionalGeneration(config), params, ids, np.ones_like(ids), 5)
+    want = greedy(T5DecodeModel(config), params, ids, np.ones_like(ids), 5)
     got = json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8"))["ids"]
     assert got == [int(t) for t in want.tokens[0][: int(want.lengths[0])]]
 

@@ -18,6 +18,7 @@ from test_bert_conversion import (  # noqa: E402
 )
 
 from cmrcx.model_api.classification import ClassificationModel  # noqa: E402
+from cmrcx.models import registry  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
 
 
@@ -39,7 +40,8 @@ def test_logits_and_loss_match_bert_for_sequence_classification(tmp_path):
     }
     ids, types, mask = token_batch(geometry, length=24)
     labels = np.array([0, 2, 1])
-    model = ClassificationModel(config, num_classes=3, max_length=24)
+    network = registry.network(config, "classification", num_classes=3)
+    model = ClassificationModel(network, max_length=24)
     batch = {
         "input_ids": ids, "token_type_ids": types, "input_mask": mask, "label": labels,
         "example_mask": np.ones(3, np.int32),

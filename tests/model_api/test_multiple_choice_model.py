@@ -17,6 +17,7 @@ from test_model import TINY  # noqa: E402
 from test_span_model import converted_params, jitted  # noqa: E402
 
 from cmrcx.model_api.multiple_choice import MASKED_LOGIT, MultipleChoiceModel  # noqa: E402
+from cmrcx.models import registry  # noqa: E402
 
 CHOICES, LENGTH = 4, 20
 
@@ -27,7 +28,8 @@ def reference_and_params(tmp_path_factory):
     with torch.no_grad():
         reference.classifier.weight.normal_(0.0, 2.0)  # logits of order 1
     config, params = converted_params(reference, "classifier", tmp_path_factory.mktemp("hf"))
-    model = MultipleChoiceModel(config, num_choices=CHOICES, max_length=LENGTH)
+    network = registry.network(config, "multiple_choice")
+    model = MultipleChoiceModel(network, num_choices=CHOICES, max_length=LENGTH)
     return reference, jitted(model), params
 
 
@@ -114,7 +116,8 @@ def test_padded_choices_without_filler_text_stay_finite(reference_and_params):
 
 def test_init_from_example_batch_shapes():
     """State from shapes, as the trainer builds it: boxed head, float32 [b, choices]."""
-    model = MultipleChoiceModel(TINY, num_choices=3, max_length=16)
+    network = registry.network(TINY, "multiple_choice")
+    model = MultipleChoiceModel(network, num_choices=3, max_length=16)
     batch = model.example_batch(2)
     assert batch["input_ids"].shape == (2, 3, 16) and batch["choice_mask"].shape == (2, 3)
     boxed = jax.eval_shape(model.init, jax.random.key(0), batch)["params"]

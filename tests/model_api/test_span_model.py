@@ -16,7 +16,8 @@ from test_bert_conversion import SMALL, reference_model, save_hf, token_batch  #
 from test_model import TINY  # noqa: E402
 
 from cmrcx.model_api.span import SpanExtractionModel  # noqa: E402
-from cmrcx.weights.hf_io import read_pretrained_dir  # noqa: E402
+from cmrcx.models import registry  # noqa: E402
+from cmrcx.weights import bert as bert_weights  # noqa: E402
 
 LENGTH = 24
 
@@ -25,7 +26,7 @@ def converted_params(reference, head: str, directory):
     """(config, params) of a transformers task model: the encoder through cmrcx's
     converter (which drops the task head), the head's Linear `head` copied by hand."""
     save_hf(reference, directory, safetensors=True)
-    release = read_pretrained_dir(str(directory))
+    release = bert_weights.read_dir(str(directory))
     assert release.dropped == [f"{head}.bias", f"{head}.weight"]
     layer = getattr(reference, head)
     params = {
@@ -41,7 +42,8 @@ def reference_and_params(tmp_path_factory):
     with torch.no_grad():
         reference.qa_outputs.weight.normal_(0.0, 2.0)  # logits of order 1
     config, params = converted_params(reference, "qa_outputs", tmp_path_factory.mktemp("hf"))
-    return reference, jitted(SpanExtractionModel(config, max_length=LENGTH)), params
+    model = SpanExtractionModel(registry.network(config, "span"), max_length=LENGTH)
+    return reference, jitted(model), params
 
 
 def jitted(model):
@@ -118,7 +120,7 @@ def test_correct_counts_rows_with_both_ends_right(reference_and_params):
 
 def test_init_from_example_batch_shapes():
     """State from shapes, as the trainer builds it: boxed head, float32 [b, 2, length]."""
-    model = SpanExtractionModel(TINY, max_length=16)
+    model = SpanExtractionModel(registry.network(TINY, "span"), max_length=16)
     batch = model.example_batch(2)
     boxed = jax.eval_shape(model.init, jax.random.key(0), batch)["params"]
     assert boxed["qa_outputs"]["kernel"].names == ("embed", "classes")

@@ -17,8 +17,8 @@ import pytest
 from test_decoding_t5 import ODD, VARIANTS, reference_model
 
 from cmrcx.models import decoding
-from cmrcx.models.t5 import T5ForConditionalGeneration
-from cmrcx.weights.hf_io import read_t5_dir
+from cmrcx.models.t5 import T5DecodeModel
+from cmrcx.weights import t5 as t5_weights
 
 torch = pytest.importorskip("torch")
 
@@ -67,7 +67,7 @@ def converted(request, tmp_path_factory):
     pull_eos_row(model, EOS_PULL[request.param])
     directory = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(directory)
-    release = read_t5_dir(str(directory))
+    release = t5_weights.read_dir(str(directory))
     return model, dataclasses.replace(release.config, eos_token_id=EOS), release.params
 
 
@@ -99,7 +99,7 @@ def test_beam_search_is_token_identical_to_transformers(converted, length_penalt
     if early_stopping is not True:
         assert not ended.all(), want  # and some rows' answers never ended
     ids, mask = source_batch()
-    model = T5ForConditionalGeneration(config)
+    model = T5DecodeModel(config)
     got = decoding.beam_search(
         model, params, ids, mask, MAX_NEW_TOKENS, NUM_BEAMS, length_penalty, early_stopping
     )
@@ -111,11 +111,11 @@ def test_beam_search_is_token_identical_to_transformers(converted, length_penalt
 def test_beams_differ_from_greedy_and_compile_once_per_shape(converted):
     _, config, params = converted
     ids, mask = source_batch()
-    model = T5ForConditionalGeneration(config)
+    model = T5DecodeModel(config)
     beams = decoding.beam_search(model, params, ids, mask, MAX_NEW_TOKENS)
     greedy = decoding.greedy(model, params, ids, mask, MAX_NEW_TOKENS)
     assert (np.asarray(beams.tokens) != np.asarray(greedy.tokens)).any()
-    run = decoding._beam_jitted(config, MAX_NEW_TOKENS, NUM_BEAMS, 1.0, False)
+    run = decoding._beam_jitted(model, MAX_NEW_TOKENS, NUM_BEAMS, 1.0, False)
     size = run._cache_size()
     decoding.beam_search(model, params, ids[::-1].copy(), mask[::-1].copy(), MAX_NEW_TOKENS)
     assert run._cache_size() == size
@@ -125,6 +125,4 @@ def test_early_stopping_values_are_checked(converted):
     _, config, params = converted
     ids, mask = source_batch()
     with pytest.raises(ValueError, match="early_stopping"):
-        decoding.beam_search(
-            T5ForConditionalGeneration(config), params, ids, mask, 4, early_stopping="yes"
-        )
+        decoding.beam_search(T5DecodeModel(config), params, ids, mask, 4, early_stopping="yes")

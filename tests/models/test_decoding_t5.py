@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from cmrcx.models import decoding
-from cmrcx.models.t5 import T5ForConditionalGeneration
-from cmrcx.weights.hf_io import read_t5_dir
+from cmrcx.models.t5 import T5DecodeModel, T5ForConditionalGeneration
+from cmrcx.weights import t5 as t5_weights
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -67,7 +67,7 @@ def converted(request, tmp_path_factory):
     model = reference_model(request.param)
     directory = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(directory)
-    release = read_t5_dir(str(directory))
+    release = t5_weights.read_dir(str(directory))
     return model, release.config, release.params
 
 
@@ -117,7 +117,7 @@ def test_greedy_is_token_identical_to_transformers_generate(converted):
         ).numpy()[:, 1:]  # fmt: skip
     want = np.pad(want, [(0, 0), (0, n - want.shape[1])], constant_values=0)
     config = dataclasses.replace(config, eos_token_id=eos)
-    model = T5ForConditionalGeneration(config)
+    model = T5DecodeModel(config)
     got = decoding.greedy(model, params, ids, mask, n)
     np.testing.assert_array_equal(got.tokens, want)
     ended = (want == eos).any(1)
@@ -125,7 +125,7 @@ def test_greedy_is_token_identical_to_transformers_generate(converted):
     expected_lengths = np.where(ended, (want == eos).argmax(1) + 1, n)
     np.testing.assert_array_equal(got.lengths, expected_lengths)
     # One compilation per bucket: the same shapes reuse it, new ones add one.
-    run = decoding._jitted(config, n, None, None, None, False)
+    run = decoding._jitted(model, n, None, None, None, False)
     size = run._cache_size()
     decoding.greedy(model, params, ids[::-1].copy(), mask[::-1].copy(), n)
     assert run._cache_size() == size
@@ -160,7 +160,7 @@ def test_filter_logits_sampling_matches_the_truncated_distribution():
 def test_sample_runs_and_stops_with_pad_after_eos(converted):
     _, config, params = converted
     ids, mask = inputs()
-    model = T5ForConditionalGeneration(config)
+    model = T5DecodeModel(config)
     a = decoding.sample(model, params, ids, mask, 8, jax.random.key(1), 1.0, 5, 0.9)
     b = decoding.sample(model, params, ids, mask, 8, jax.random.key(1), 1.0, 5, 0.9)
     np.testing.assert_array_equal(a.tokens, b.tokens)
@@ -192,7 +192,7 @@ def test_greedy_with_longlm_ids_and_id_0_tokens(converted):
     eos = int(hf_greedy(ODD["vocab_size"] + 5)[0, 3])  # rows end at different steps
     want = hf_greedy(eos)
     config = dataclasses.replace(config, pad_token_id=5, eos_token_id=eos, decoder_start_token_id=1)
-    model = T5ForConditionalGeneration(config)
+    model = T5DecodeModel(config)
     got = decoding.greedy(model, params, ids, mask, n)
     np.testing.assert_array_equal(got.tokens, want)
     assert (want == eos).any(1)[0] and (want[0] == 5).any()

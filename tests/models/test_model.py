@@ -7,6 +7,7 @@ import pytest
 from flax.linen import meta
 
 from cmrcx.model_api.cloze import ClozeModel
+from cmrcx.models import registry
 from cmrcx.models.bert import BertConfig
 
 TINY = BertConfig(
@@ -45,7 +46,7 @@ def count(tree) -> int:
 
 def test_default_config_is_bert_base_chinese():
     """102,267,648 encoder parameters: bert-base-chinese's BertModel, pooler included."""
-    model = ClozeModel(BertConfig())
+    model = ClozeModel(registry.network(BertConfig(), "cloze"))
     batch = {
         k: jnp.asarray(v[:, :8] if v.ndim == 2 and v.shape[1] == 16 else v)
         for k, v in make_batch().items()
@@ -66,7 +67,7 @@ def test_default_config_is_bert_base_chinese():
 
 @pytest.fixture(scope="module")
 def tiny():
-    model = ClozeModel(TINY)
+    model = ClozeModel(registry.network(TINY, "cloze"))
     return model, meta.unbox(model.init(jax.random.key(1), make_batch())["params"])
 
 
@@ -98,7 +99,8 @@ def test_padding_tokens_do_not_change_scores(tiny):
 
 
 def test_dropout_is_active_only_with_an_rng():
-    model = ClozeModel(BertConfig(**{**TINY.__dict__, "hidden_dropout": 0.5}))
+    dropout = BertConfig(**{**TINY.__dict__, "hidden_dropout": 0.5})
+    model = ClozeModel(registry.network(dropout, "cloze"))
     params = meta.unbox(model.init(jax.random.key(1), make_batch())["params"])
     batch = make_batch()
     a, _ = model.loss_fn(params, batch, jax.random.key(0))

@@ -21,6 +21,7 @@ CHILD = textwrap.dedent(
     from flax.traverse_util import flatten_dict
     from cmrcx.training import partitioning
     from cmrcx.model_api.cloze import ClozeModel
+    from cmrcx.models import registry
     from cmrcx.models.bert import BertConfig
     from cmrcx.training.trainer import Trainer, adamw_with_warmup
 
@@ -64,7 +65,8 @@ CHILD = textwrap.dedent(
     ]:
         devices = jax.devices()[: shape[0] * shape[1]]
         mesh = partitioning.make_mesh(shape, devices)
-        trainer = Trainer(ClozeModel(config), adamw_with_warmup(1e-3, 10), mesh,
+        model = ClozeModel(registry.network(config, "cloze"))
+        trainer = Trainer(model, adamw_with_warmup(1e-3, 10), mesh,
                           batches[0], rules=partitioning.logical_rules(rules), seed=0,
                           grad_accum_steps=accum)
         state = trainer.init_state()

@@ -15,6 +15,7 @@ from jax.sharding import PartitionSpec
 from cmrcx.cli import launch
 from cmrcx.common import errors
 from cmrcx.model_api.cloze import ClozeModel
+from cmrcx.models import registry
 from cmrcx.models.bert import BertConfig, BertEncoder
 from cmrcx.training import partitioning
 from cmrcx.training.runner import Runner
@@ -53,7 +54,8 @@ def trainer_for(config, optimizer=None, grad_accum_steps=1, batch=None):
     mesh = partitioning.make_mesh((1, 1), jax.devices()[:1])
     optimizer = optimizer or adamw_with_warmup(1e-3, 10)
     batch = make_batch() if batch is None else batch
-    return Trainer(ClozeModel(config), optimizer, mesh, batch, grad_accum_steps=grad_accum_steps)
+    model = ClozeModel(registry.network(config, "cloze"))
+    return Trainer(model, optimizer, mesh, batch, grad_accum_steps=grad_accum_steps)
 
 
 def one_update(config, optimizer, grad_accum_steps, batch):
@@ -168,7 +170,7 @@ def test_bf16_computes_in_bf16_and_keeps_float32_state():
     assert head == [{jnp.dtype("float32")}], head
     assert len(encoder) >= 6 and all(d == {jnp.dtype("bfloat16")} for d in encoder), encoder
     # And the result stays close to float32 compute on the same parameters.
-    f32_logits = ClozeModel(SMALL).score_batch(state.params, batch)
+    f32_logits = ClozeModel(registry.network(SMALL, "cloze")).score_batch(state.params, batch)
     bf16_logits = trainer.model.score_batch(state.params, batch)
     assert bf16_logits.dtype == jnp.float32
     in_window = batch["blank_in_window"] > 0
@@ -184,7 +186,7 @@ def test_bf16_keeps_the_float32_order_of_close_candidates():
     """The head scores bf16 hidden states in float32: logits 1/16 apart or closer still rank."""
     cfg = dataclasses.replace(SMALL, dtype="bfloat16")
     batch = make_batch()
-    model = ClozeModel(cfg)
+    model = ClozeModel(registry.network(cfg, "cloze"))
     params = meta.unbox(model.init(jax.random.key(0), batch)["params"])
     # Logits near 10, where bf16 steps by 1/16, spread by only ~0.01 between blanks.
     kernel = params["cloze_head"]["kernel"] * 0.05

@@ -28,7 +28,6 @@ from cmrcx import convert  # noqa: E402
 from cmrcx.models.bert import BertConfig, BertEncoder  # noqa: E402
 from cmrcx.weights import bert as bert_weights  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
-from cmrcx.weights.hf_io import read_pretrained_dir, write_hf_dir  # noqa: E402
 
 SMALL = dict(
     vocab_size=120,
@@ -233,7 +232,9 @@ def test_poolerless_conversion_exports_back_to_transformers(tmp_path):
     run_convert(tmp_path / "hf", tmp_path / "out")
     config = exports.read_model_config(str(tmp_path / "out"))
     params = exports.load_params(str(tmp_path / "out"), None)["bert"]
-    write_hf_dir(str(tmp_path / "back"), params, config, str(tmp_path / "out" / "vocab.txt"))
+    bert_weights.write_hf_dir(
+        str(tmp_path / "back"), params, config, str(tmp_path / "out" / "vocab.txt")
+    )
     assert sorted(os.listdir(tmp_path / "back")) == [
         "config.json",
         "model.safetensors",
@@ -325,14 +326,14 @@ def test_google_tf_checkpoint_parity(tmp_path, capsys, kind):
 def test_unknown_missing_and_misshapen_tensors_are_listed(tmp_path):
     model = reference_model(SMALL)
     save_hf(model, tmp_path / "hf", safetensors=True)
-    release = read_pretrained_dir(str(tmp_path / "hf"))
+    release = bert_weights.read_dir(str(tmp_path / "hf"))
     config, params = release.config, release.params
     tensors = dict(bert_weights.hf_tensors(params, config))
     tensors["encoder.layer.0.attention.self.rotary.weight"] = np.zeros(3, np.float32)
     del tensors["encoder.layer.1.output.dense.bias"]
     tensors["pooler.dense.weight"] = np.zeros([5, 5], np.float32)
     with pytest.raises(bert_weights.WeightError) as error:
-        bert_weights.encoder_params(tensors, config, "ckpt")
+        bert_weights.params_from_hf(tensors, config, "ckpt")
     message = str(error.value)
     assert "unknown (1): encoder.layer.0.attention.self.rotary.weight" in message
     assert "missing (1): encoder.layer.1.output.dense.bias" in message
@@ -347,9 +348,11 @@ def test_convert_cli_reports_bad_directories(tmp_path, capsys):
 def test_hf_export_loads_in_transformers_with_the_same_outputs(tmp_path):
     model = reference_model(SMALL, seed=5)
     save_hf(model, tmp_path / "hf", safetensors=True)
-    release = read_pretrained_dir(str(tmp_path / "hf"))
+    release = bert_weights.read_dir(str(tmp_path / "hf"))
     config, params = release.config, release.params
-    write_hf_dir(str(tmp_path / "back"), params, config, str(tmp_path / "hf" / "vocab.txt"))
+    bert_weights.write_hf_dir(
+        str(tmp_path / "back"), params, config, str(tmp_path / "hf" / "vocab.txt")
+    )
     reloaded = transformers.BertModel.from_pretrained(str(tmp_path / "back")).eval()
     ids, types, mask = token_batch(SMALL)
     want = torch_outputs(reloaded, ids, types, mask)

@@ -32,12 +32,6 @@ from cmrcx import convert  # noqa: E402
 from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
 from cmrcx.weights import t5 as t5_weights  # noqa: E402
-from cmrcx.weights.hf_io import (  # noqa: E402
-    read_t5_dir,
-    read_t5_export,
-    t5_config_from_hf,
-    write_hf_t5_dir,
-)
 
 ODD = dict(
     vocab_size=101, d_model=48, d_kv=10, num_heads=3, d_ff=70, num_layers=2, num_decoder_layers=3
@@ -186,7 +180,7 @@ def test_convert_cli_parity(tmp_path, capsys, variant, safetensors):
     with open(tmp_path / "out" / "model_config.json") as f:
         saved = json.load(f)
     assert saved["family"] == "t5" and saved["source_model_type"] == VARIANTS[variant][0]
-    config, params = read_t5_export(str(tmp_path / "out"))
+    config, params = exports.read_network(str(tmp_path / "out"))
     tied = variant == "longlm"
     assert config.tie_word_embeddings == config.scale_decoder_outputs == tied
     assert config.feed_forward_proj == VARIANTS[variant][1]
@@ -214,10 +208,10 @@ def test_special_ids_come_from_config_json(tmp_path, capsys, decoder_start):
     start = 5 if decoder_start is None else decoder_start
     expected = f"pad_token_id=5, eos_token_id=2, decoder_start_token_id={start}"
     assert expected in capsys.readouterr().out
-    config, params = read_t5_export(str(tmp_path / "out"))
+    config, params = exports.read_network(str(tmp_path / "out"))
     ids = (config.pad_token_id, config.eos_token_id, config.decoder_start_token_id)
     assert ids == (5, 2, start)
-    write_hf_t5_dir(params, config, str(tmp_path / "back"))
+    t5_weights.write_hf_dir(str(tmp_path / "back"), params, config, None)
     back = transformers.T5Config.from_pretrained(str(tmp_path / "back"))
     assert (back.pad_token_id, back.eos_token_id, back.decoder_start_token_id) == ids
 
@@ -232,17 +226,17 @@ def test_read_t5_dir_drops_unused_and_reports_inconsistent_copies(tmp_path):
     tensors[unused] = np.zeros([8, 3], np.float32)
     tensors["encoder.embed_tokens.weight"] = tensors["shared.weight"].copy()
     save_file(tensors, path, metadata={"format": "pt"})
-    release = read_t5_dir(str(tmp_path / "hf"))
+    release = t5_weights.read_dir(str(tmp_path / "hf"))
     assert release.dropped == [unused, "encoder.embed_tokens.weight"]
     tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"] + 1.0
     with pytest.raises(t5_weights.WeightError, match="inconsistent copies .1.: decoder"):
-        t5_weights.model_params(tensors, release.config, "ckpt")
+        t5_weights.params_from_hf(tensors, release.config, "ckpt")
 
 
 def test_missing_unknown_and_misshapen_tensors_are_one_error(tmp_path, capsys):
     model = reference_model("mt5")
     save_release(model, tmp_path / "hf", "mt5", safetensors=True)
-    release = read_t5_dir(str(tmp_path / "hf"))
+    release = t5_weights.read_dir(str(tmp_path / "hf"))
     tensors = dict(t5_weights.hf_tensors(release.params, release.config))
     del tensors["decoder.block.2.layer.1.EncDecAttention.k.weight"]
     del tensors["lm_head.weight"]
@@ -252,7 +246,7 @@ def test_missing_unknown_and_misshapen_tensors_are_one_error(tmp_path, capsys):
         [3, 32], np.float32
     )
     with pytest.raises(t5_weights.WeightError) as error:
-        t5_weights.model_params(tensors, release.config, "ckpt")
+        t5_weights.params_from_hf(tensors, release.config, "ckpt")
     message = str(error.value)
     assert (
         "missing (2): decoder.block.2.layer.1.EncDecAttention.k.weight, lm_head.weight" in message
@@ -268,16 +262,18 @@ def test_missing_unknown_and_misshapen_tensors_are_one_error(tmp_path, capsys):
 
 def test_config_variants_follow_transformers():
     longlm = {"model_type": "t5", "feed_forward_proj": "relu", "d_model": 48, "num_heads": 3}
-    assert t5_config_from_hf(longlm, tied=True).scale_decoder_outputs is True
+    tied = {"shared.weight": np.ones(2)}
+    untied = {"shared.weight": np.ones(2), "lm_head.weight": np.zeros(2)}
+    assert t5_weights.config_from_hf(longlm, tensors=tied).scale_decoder_outputs is True
     v11 = {**longlm, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
-    config = t5_config_from_hf(v11, tied=False)
+    config = t5_weights.config_from_hf(v11, tensors=untied)
     assert not config.tie_word_embeddings and not config.scale_decoder_outputs
     assert config.num_decoder_layers == config.num_layers  # absent: symmetric
     # transformers 5 writes tie_word_embeddings true for every T5, with the scaling apart.
     resaved = {**v11, "tie_word_embeddings": True, "scale_decoder_outputs": False}
-    assert t5_config_from_hf(resaved, tied=False).scale_decoder_outputs is False
+    assert t5_weights.config_from_hf(resaved, tensors=untied).scale_decoder_outputs is False
     mt5 = {**v11, "model_type": "mt5", "tie_word_embeddings": True}
-    assert t5_config_from_hf(mt5, tied=False).scale_decoder_outputs is False
+    assert t5_weights.config_from_hf(mt5, tensors=untied).scale_decoder_outputs is False
     assert t5_weights.head_is_tied({"shared.weight": np.ones(2)}, {"model_type": "t5"})
     assert not t5_weights.head_is_tied(
         {"shared.weight": np.ones(2), "lm_head.weight": np.zeros(2)}, {"model_type": "t5"}
@@ -288,8 +284,9 @@ def test_config_variants_follow_transformers():
 def test_hf_export_loads_in_transformers_with_the_same_logits(tmp_path, variant):
     model = reference_model(variant, seed=3)
     save_release(model, tmp_path / "hf", variant, safetensors=True)
-    release = read_t5_dir(str(tmp_path / "hf"))
-    write_hf_t5_dir(release.params, release.config, str(tmp_path / "back"), str(tmp_path / "hf"))
+    release = t5_weights.read_dir(str(tmp_path / "hf"))
+    spiece = str(tmp_path / "hf" / "spiece.model")  # its tokenizer files are copied
+    t5_weights.write_hf_dir(str(tmp_path / "back"), release.params, release.config, spiece)
     assert sorted(os.listdir(tmp_path / "back")) == sorted(
         ["config.json", "model.safetensors", *TOKENIZER_FILES]
     )

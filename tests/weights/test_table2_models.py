@@ -39,8 +39,8 @@ from test_bert_conversion import (  # noqa: E402
 from cmrcx import convert  # noqa: E402
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.models.bert import BertConfig  # noqa: E402
+from cmrcx.weights import bert as bert_weights  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
-from cmrcx.weights.hf_io import config_from_hf, write_hf_dir  # noqa: E402
 
 # config.json keys Google's Chinese BERT and HFL's releases share (bert-base-chinese's).
 GOOGLE_CHINESE = {
@@ -309,7 +309,9 @@ def test_ernie_export_round_trips_relu_back_to_transformers(tmp_path):
     assert (saved["model"]["hidden_act"], saved["model"]["layer_norm_eps"]) == ("relu", 1e-5)
     config = exports.read_model_config(str(tmp_path / "out"))
     params = exports.load_params(str(tmp_path / "out"), None)["bert"]
-    write_hf_dir(str(tmp_path / "back"), params, config, str(tmp_path / "out" / "vocab.txt"))
+    bert_weights.write_hf_dir(
+        str(tmp_path / "back"), params, config, str(tmp_path / "out" / "vocab.txt")
+    )
     with open(tmp_path / "back" / "config.json", encoding="utf-8") as f:
         back = json.load(f)
     assert (back["hidden_act"], back["layer_norm_eps"], back["max_position_embeddings"]) == (
@@ -353,4 +355,6 @@ def test_model_gin_is_the_released_config(tmp_path, clean_gin, model_gin, releas
     launch.parse_gin([model_gin], ["RunConfig.model = @cmrcx.BertConfig()"])
     path = tmp_path / "config.json"
     path.write_text(json.dumps(RELEASED_CONFIGS[release]), encoding="utf-8")
-    assert launch.gin_run_config().model == config_from_hf(str(path))
+    assert launch.gin_run_config().model == bert_weights.config_from_hf(
+        RELEASED_CONFIGS[release], str(path)
+    )

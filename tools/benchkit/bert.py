@@ -167,17 +167,20 @@ def cmrcx_trainer(g: Geometry, dtype="float32", remat_policy="none", batch=None,
     1e-8: CLUE's run_classifier.py defaults)."""
     from cmrcx.model_api.classification import ClassificationModel
     from cmrcx.model_api.cloze import ClozeModel
+    from cmrcx.models import registry
     from cmrcx.training.trainer import adamw_with_warmup
 
     config = cmrcx_config(g, dtype, remat_policy)
     if classes:
-        model = ClassificationModel(config, classes, g.seq)
+        network = registry.network(config, "classification", num_classes=classes)
+        model = ClassificationModel(network, g.seq)
         batch = model.example_batch(g.batch) if batch is None else batch
         return steps.one_device_trainer(
             model, adamw_with_warmup(2e-5, 1000, adam_epsilon=1e-8), batch
         )
     batch = synthetic_batch(g) if batch is None else batch
-    return steps.one_device_trainer(ClozeModel(config), adamw_with_warmup(5e-5, 1000), batch)
+    model = ClozeModel(registry.network(config, "cloze"))
+    return steps.one_device_trainer(model, adamw_with_warmup(5e-5, 1000), batch)
 
 
 def cmrcx_step(args, g: Geometry):

@@ -112,9 +112,11 @@ def cmrcx_config(g: Geometry, dtype="float32", remat_policy="none", eos_token_id
 def seq2seq_trainer(g: Geometry, dtype="float32", remat_policy="none"):
     """A cmrcx Trainer on one device for Seq2SeqModel (teacher forcing), AdamW lr 1e-4."""
     from cmrcx.model_api.seq2seq import Seq2SeqModel
+    from cmrcx.models import registry
     from cmrcx.training.trainer import adamw_with_warmup
 
-    model = Seq2SeqModel(cmrcx_config(g, dtype, remat_policy), g.input_length, g.target_length)
+    network = registry.network(cmrcx_config(g, dtype, remat_policy), "seq2seq")
+    model = Seq2SeqModel(network, g.input_length, g.target_length)
     optimizer = adamw_with_warmup(LEARNING_RATE, 1000)
     return steps.one_device_trainer(model, optimizer, model.example_batch(g.batch))
 
@@ -127,13 +129,14 @@ def cmrcx_step(args, g: Geometry):
     import jax
 
     from cmrcx.models import decoding
-    from cmrcx.models.t5 import T5ForConditionalGeneration
+    from cmrcx.models.t5 import T5DecodeModel, T5ForConditionalGeneration
 
     batch = seq2seq_batch(g, args.seed)
     if args.mode == "train_t5":
         step = steps.cmrcx_train_step(seq2seq_trainer(g), batch)
         return step, lambda: {"min_new_tokens": g.target_length}
-    model = T5ForConditionalGeneration(cmrcx_config(g, eos_token_id=NO_EOS))
+    config = cmrcx_config(g, eos_token_id=NO_EOS)
+    model = T5ForConditionalGeneration(config)
     inputs, mask = jax.device_put(batch["inputs"]), jax.device_put(batch["inputs_mask"])
     init = jax.jit(lambda rng: nn.meta.unbox(model.init(rng, inputs, mask, inputs[:, :1])))
     params = jax.block_until_ready(init(jax.random.key(args.seed))["params"])
@@ -141,7 +144,9 @@ def cmrcx_step(args, g: Geometry):
 
     def step():
         rng = jax.random.fold_in(jax.random.key(args.seed), next(calls))
-        out = decoding.sample(model, params, inputs, mask, g.target_length, rng, top_k=TOP_K)
+        out = decoding.sample(
+            T5DecodeModel(config), params, inputs, mask, g.target_length, rng, top_k=TOP_K
+        )
         lengths.append(int(np.min(jax.device_get(out.lengths))))  # synchronises
 
     return step, lambda: {"min_new_tokens": min(lengths)}

@@ -30,6 +30,7 @@ from cmrcx.datasets import clue as clue_tfds
 from cmrcx.model_api.classification import ClassificationModel
 from cmrcx.model_api.multiple_choice import MultipleChoiceModel
 from cmrcx.model_api.span import SpanExtractionModel
+from cmrcx.models import registry
 from cmrcx.tasks.clue import classification as clue_tasks
 from cmrcx.tasks.clue import reading as clue_mrc_tasks
 from cmrcx.training.run_tasks.base import RunTask, announce, register
@@ -53,7 +54,8 @@ class ClueClassificationRunTask(RunTask):
             tfds_cache_dir=run.tfds_cache_dir,
         )
         self.score_task = self.train_task
-        self.model = ClassificationModel(run.model, self.row.num_classes, run.max_length)
+        network = registry.network(run.model, "classification", num_classes=self.row.num_classes)
+        self.model = ClassificationModel(network, run.max_length)
 
     def require_split(self, split: str) -> None:
         clue_tfds.require_split(self.row, self.run.data_dir, split)
@@ -128,9 +130,10 @@ class ClueMrcRunTask(RunTask):
         self.score_task = self.train_task
         self.vocabulary = WordPieceVocabulary(run.vocab_file, lower_case=run.lower_case)
         if self.row.problem == SPAN:
-            self.model = SpanExtractionModel(run.model, run.max_length)
+            self.model = SpanExtractionModel(registry.network(run.model, "span"), run.max_length)
         else:
-            self.model = MultipleChoiceModel(run.model, self.row.num_choices, run.max_length)
+            network = registry.network(run.model, "multiple_choice")
+            self.model = MultipleChoiceModel(network, self.row.num_choices, run.max_length)
 
     def require_split(self, split: str) -> None:
         clue_mrc_tasks.require_split(self.row, self.run.data_dir, split)

@@ -13,6 +13,7 @@ from cmrcx.benchmarks.cmrc2019 import evaluation as cmrc2019_evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import write_predictions
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.model_api.cloze import ClozeModel
+from cmrcx.models import registry
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 from cmrcx.training.run_tasks.base import RunTask, announce, register
 
@@ -34,7 +35,8 @@ class Cmrc2019RunTask(RunTask):
             tfds_cache_dir=run.tfds_cache_dir,
             lower_case=run.lower_case,
         )
-        self.model = ClozeModel(run.model, run.max_length, cmrc2019_tasks.MAX_BLANKS)
+        network = registry.network(run.model, "cloze")
+        self.model = ClozeModel(network, run.max_length, cmrc2019_tasks.MAX_BLANKS)
 
     def require_split(self, split: str) -> None:
         cmrc2019_tfds.require_split(self.run.data_dir, split)

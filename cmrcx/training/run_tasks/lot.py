@@ -15,6 +15,7 @@ from cmrcx.common.errors import MissingSplitError
 from cmrcx.common.files import write_atomically
 from cmrcx.common.paths import resolve_path
 from cmrcx.model_api.seq2seq import Seq2SeqModel
+from cmrcx.models import registry
 from cmrcx.tasks.lot import pretraining as longlm_tasks
 from cmrcx.training.run_tasks.base import RunTask, announce, register
 from cmrcx.vocab.sentencepiece import special_id_differences
@@ -66,7 +67,8 @@ class LongLMPretrainRunTask(RunTask):
             self.row_tasks[0],
         )
         decodings = [longlm_tasks.TASKS[row].decoding for row in self.rows]
-        self.model = Seq2SeqModel(run.model, run.max_length, run.target_length, decodings)
+        network = registry.network(run.model, "seq2seq")
+        self.model = Seq2SeqModel(network, run.max_length, run.target_length, decodings)
 
     def _train_examples(self, split: str) -> tf.data.Dataset:
         """One pass over the split: the mixture's sampling (stopping when an objective runs

@@ -1,0 +1,68 @@
+"""What the networks of every family share: compute options, initialisers, masks.
+
+No family is imported here: `bert.py`, `t5.py` and the task heads (`heads.py`) import
+this module, never each other.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+# What a transformer layer keeps for the backward pass (jax.checkpoint policies).
+# "none": everything (fastest, most memory); "full": only the layer's input, all
+# else recomputed; "dots": the outputs of the dense projections (matmuls with no
+# batch dimension) are kept, attention scores, softmax, GeLU and LayerNorm recomputed.
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def check_compute_options(dtype: str, remat_policy: str) -> None:
+    """ValueError unless dtype is float32/bfloat16 and remat_policy one of REMAT_POLICIES."""
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"dtype {dtype!r}: use 'float32' or 'bfloat16'")
+    if remat_policy not in REMAT_POLICIES:
+        raise ValueError(f"remat_policy {remat_policy!r}: use one of {', '.join(REMAT_POLICIES)}")
+
+
+# Kernel initialisers by name, both with a given stddev: Google's TF BERT draws
+# truncated normals; the CLUE PyTorch baselines' `init_bert_weights`
+# (mrc_pytorch/pytorch_modeling.py), which build the span and multiple-choice heads,
+# draw plain normals.
+KERNEL_INITS = {
+    "truncated_normal": nn.initializers.truncated_normal,
+    "normal": nn.initializers.normal,
+}
+
+
+def kernel_init(std: float, axes: tuple[str, ...], kind: str = "truncated_normal"):
+    """A KERNEL_INITS[kind](std) initialiser with logical axis names."""
+    return nn.with_logical_partitioning(KERNEL_INITS[kind](std), axes)
+
+
+def zeros_init(axes: tuple[str, ...]):
+    return nn.with_logical_partitioning(nn.initializers.zeros_init(), axes)
+
+
+def padding_mask(mask) -> jax.Array:
+    """int [batch, k] (1 = real token) -> bool [batch, 1, 1, k] (True = may be attended)."""
+    return (mask > 0)[:, None, None, :]
+
+
+def causal_mask(decoder_mask) -> jax.Array:
+    """int [batch, length] -> bool [batch, 1, length, length]: earlier real tokens only."""
+    length = decoder_mask.shape[1]
+    causal = jnp.arange(length)[None, :] <= jnp.arange(length)[:, None]
+    return causal[None, None] & padding_mask(decoder_mask)
+
+
+def shift_right(labels, start_token_id: int, pad_token_id: int) -> jax.Array:
+    """Teacher forcing inputs: int [batch, length] -> start, labels[:-1]; -100 -> pad."""
+    shifted = jnp.concatenate(
+        [jnp.full_like(labels[:, :1], start_token_id), labels[:, :-1]], axis=1
+    )
+    return jnp.where(shifted == -100, pad_token_id, shifted)

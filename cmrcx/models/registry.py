@@ -1,0 +1,180 @@
+"""The model families, one row each: everything the rest of cmrcx asks of a family.
+
+A row names the family ("bert": run_config.json's and model_config.json's "family", and
+the parameter subtree its network fills), its config dataclass (gin: cmrcx.<Class>.*),
+how to build its networks (an encoder the task heads of `cmrcx.models.heads` run over,
+an encoder-decoder with its `DecodeModel`), its vocabulary and the HuggingFace
+config.json `model_type` values `cmrcx.convert` reads as it. Its checkpoint formats are a
+module of `cmrcx.weights` (the same function names for every family), imported only when
+asked for (`weights`): models/ sits below weights/ and imports nothing above it.
+
+A new family is a network module, a weights module and one `register(Family(...))`
+(tests/test_model_family_registry.py adds a toy family so, in its own file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+
+from cmrcx.models import bert, heads, t5
+
+
+class HeadOptions(NamedTuple):
+    """What the task heads take from a family's config."""
+
+    dropout_rate: float  # before the classification / multiple-choice layer
+    init_std: float  # stddev of the head kernels' initialisers
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One model family: an encoder (for the task heads), an encoder-decoder, or both."""
+
+    name: str  # "bert": the "family" of run_config.json / model_config.json, the params subtree
+    config_class: type  # the network's config dataclass (BertConfig)
+    vocabulary: str  # "wordpiece" (vocab.txt) | "sentencepiece" (spiece.model)
+    vocab_file: str  # the vocabulary's file in an export or release directory
+    hf_model_types: tuple[str, ...]  # config.json `model_type` values read as this family
+    # config, name -> a module (input_ids, token_type_ids, input_mask, deterministic) ->
+    # (hidden [batch, length, width], pooled [batch, width]), named `name`.
+    encoder: Callable[[Any, str], nn.Module] | None = None
+    head_options: Callable[[Any], HeadOptions] | None = None  # for the heads over `encoder`
+    # config -> an encoder-decoder (input_ids, attention_mask, decoder_input_ids,
+    # decoder_mask=None, deterministic) -> logits, and config -> its `DecodeModel`.
+    seq2seq: Callable[[Any], nn.Module] | None = None
+    decode_model: Callable[[Any], Any] | None = None
+    # The `cmrcx.weights` module (or a module object): config_from_hf, config_to_hf,
+    # weight_table, params_from_hf, hf_tensors, describe, read_dir, write_hf_dir,
+    # vocabulary_files (see cmrcx/weights/__init__.py). None: cmrcx.weights.<name>.
+    weights: str | ModuleType | None = None
+
+
+# The family of exports written before model_config.json named one (they are BERT).
+DEFAULT_FAMILY = "bert"
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(row: Family) -> Family:
+    """Adds a family; ValueError if its name, config class or a model_type is taken."""
+    for other in FAMILIES.values():
+        taken = set(other.hf_model_types) & set(row.hf_model_types)
+        if other.name == row.name or other.config_class is row.config_class or taken:
+            raise ValueError(f"model family {row.name!r} clashes with {other.name!r}")
+    FAMILIES[row.name] = row
+    return row
+
+
+def unregister(name: str) -> None:
+    """Removes a family (tests that register their own)."""
+    FAMILIES.pop(name, None)
+
+
+def family(name: str) -> Family:
+    """The row of a family name; ValueError naming the known ones."""
+    if name not in FAMILIES:
+        raise ValueError(f"unknown model family {name!r}; known: {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def family_of(config) -> Family:
+    """The row whose config class `config` is an instance of."""
+    for row in FAMILIES.values():
+        if type(config) is row.config_class:
+            return row
+    raise ValueError(f"{type(config).__name__} is no registered model family's config")
+
+
+def family_of_hf_type(model_type: str | None) -> Family | None:
+    """The row reading config.json `model_type` (None: no such row)."""
+    for row in FAMILIES.values():
+        if model_type in row.hf_model_types:
+            return row
+    return None
+
+
+def weights(row: Family) -> ModuleType:
+    """The family's checkpoint-format module, imported now."""
+    if isinstance(row.weights, ModuleType):
+        return row.weights
+    return importlib.import_module(row.weights or f"cmrcx.weights.{row.name}")
+
+
+# Problem types whose networks are a head over the family's encoder.
+HEADS = ("cloze", "classification", "span", "multiple_choice")
+
+
+def network(config, problem: str, **options) -> nn.Module:
+    """The network of `problem` for `config`'s family.
+
+    problem: "cloze", "classification" (options: num_classes), "span",
+    "multiple_choice" (a head over the family's encoder, named after the family), or
+    "seq2seq" (the family's encoder-decoder).
+    """
+    row = family_of(config)
+    if problem == "seq2seq":
+        if row.seq2seq is None:
+            raise ValueError(f"model family {row.name!r} has no encoder-decoder network")
+        return row.seq2seq(config)
+    if problem not in HEADS:
+        raise ValueError(f"problem type {problem!r}: use one of {', '.join((*HEADS, 'seq2seq'))}")
+    if row.encoder is None:
+        raise ValueError(f"model family {row.name!r} has no encoder for a {problem} head")
+    encoder, head = row.encoder(config, row.name), row.head_options(config)
+    if problem == "cloze":
+        return heads.SentenceCloze(encoder, head.init_std)
+    if problem == "classification":
+        return heads.SequenceClassification(
+            encoder, options["num_classes"], head.dropout_rate, head.init_std
+        )
+    if problem == "span":
+        return heads.SpanExtraction(encoder, head.init_std)
+    return heads.MultipleChoice(encoder, head.dropout_rate, head.init_std)
+
+
+def decode_model(config):
+    """The `cmrcx.models.decoding.DecodeModel` of `config`'s family."""
+    row = family_of(config)
+    if row.decode_model is None:
+        raise ValueError(f"model family {row.name!r} does not decode")
+    return row.decode_model(config)
+
+
+def _bert_encoder(config: bert.BertConfig, name: str) -> nn.Module:
+    return bert.BertEncoder(config, name=name)
+
+
+def _bert_heads(config: bert.BertConfig) -> HeadOptions:
+    # The BERT baselines: hidden dropout before the classifier, initializer_range stddev.
+    return HeadOptions(config.hidden_dropout, config.initializer_range)
+
+
+register(
+    Family(
+        name="bert",
+        config_class=bert.BertConfig,
+        vocabulary="wordpiece",
+        vocab_file="vocab.txt",
+        # "ernie": ERNIE 1.0 (BERT + ReLU); "roberta": CLUE's BERT-architecture RoBERTas.
+        hf_model_types=("bert", "ernie", "roberta"),
+        encoder=_bert_encoder,
+        head_options=_bert_heads,
+    )
+)
+register(
+    Family(
+        name="t5",
+        config_class=t5.T5Config,
+        vocabulary="sentencepiece",
+        vocab_file="spiece.model",
+        hf_model_types=("t5", "mt5"),  # LongLM, T5 v1.0 / v1.1; mT5
+        seq2seq=t5.T5ForConditionalGeneration,
+        decode_model=t5.T5DecodeModel,
+    )
+)

@@ -1,0 +1,128 @@
+"""The machinery every family's weight table shares (numpy only: no JAX to convert).
+
+A family's `weight_table(config)` lists entries, each with a cmrcx parameter `path`
+(layer i of a stack named `layer_i`), a HuggingFace name `hf_name` and a `layout` rule
+between the torch tensor and the Flax parameter. `params_from_table` reads a checkpoint
+through the table (one error listing every missing, unknown and misshapen tensor),
+`tensors_from_table` writes one, and `stack_layers`/`unstack_layers` convert between
+the table's `layer_i` and the networks' scanned `layers` ([num_layers, ...]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+LAYOUTS = ("same", "dense", "to_heads", "bias_to_heads", "from_heads")
+
+
+class WeightError(ValueError):
+    """A checkpoint does not fit the network: lists every missing, unknown or misshapen tensor."""
+
+
+def to_flax(tensor: np.ndarray, layout: str, num_heads: int) -> np.ndarray:
+    """torch layout -> Flax layout. Linear weights are [out, in] in torch, [in, ...] here."""
+    if layout == "same":
+        return tensor
+    if layout == "dense":
+        return tensor.T
+    if layout == "to_heads":  # [heads*head_dim, width] -> [width, heads, head_dim]
+        return tensor.T.reshape(tensor.shape[1], num_heads, -1)
+    if layout == "bias_to_heads":  # [heads*head_dim] -> [heads, head_dim]
+        return tensor.reshape(num_heads, -1)
+    if layout == "from_heads":  # [width, heads*head_dim] -> [heads, head_dim, width]
+        return tensor.T.reshape(num_heads, -1, tensor.shape[0])
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def to_torch(param: np.ndarray, layout: str) -> np.ndarray:
+    """Flax layout -> torch layout (the inverse of `to_flax`)."""
+    if layout == "same":
+        return param
+    if layout == "dense":
+        return param.T
+    if layout == "to_heads":
+        return param.reshape(param.shape[0], -1).T
+    if layout == "bias_to_heads":
+        return param.reshape(-1)
+    if layout == "from_heads":
+        return param.reshape(-1, param.shape[-1]).T
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def params_from_table(
+    hf_tensors: Mapping[str, np.ndarray],
+    table,
+    to_param,
+    source: str,
+    what: str,
+    more_problems: Mapping[str, list[str]] | None = None,
+) -> dict:
+    """The nested params tree of a weight table's entries (each has `hf_name`, `path`).
+
+    to_param(entry, float32 value) -> (param, None), or (anything, "shape problem").
+    Raises WeightError listing at once every missing, unknown and misshapen tensor,
+    and `more_problems` (heading -> names) such as inconsistent copies.
+    """
+    expected = {entry.hf_name for entry in table}
+    problems = {
+        "missing": sorted(expected - set(hf_tensors)),
+        "unknown": sorted(set(hf_tensors) - expected),
+        "wrong shape": [],
+        **(more_problems or {}),
+    }
+    params: dict = {}
+    for entry in table:
+        if entry.hf_name not in hf_tensors:
+            continue
+        value, shape_problem = to_param(entry, np.asarray(hf_tensors[entry.hf_name], np.float32))
+        if shape_problem:
+            problems["wrong shape"].append(f"{entry.hf_name}: {shape_problem}")
+            continue
+        node = params
+        for key in entry.path[:-1]:
+            node = node.setdefault(key, {})
+        node[entry.path[-1]] = value
+    if any(problems.values()):
+        lines = [f"{source} does not fit the {what} config:"]
+        lines += [f"  {k} ({len(v)}): " + ", ".join(v) for k, v in problems.items() if v]
+        raise WeightError("\n".join(lines))
+    return params
+
+
+def tensors_from_table(params: Mapping, table) -> Iterator[tuple[str, np.ndarray]]:
+    """The reverse of `params_from_table`: (HF name, torch-layout float32 tensor) per entry
+    of the table, read from the (unstacked) params tree at the entry's `path`."""
+    for entry in table:
+        node = params
+        for key in entry.path:
+            node = node[key]
+        yield (
+            entry.hf_name,
+            np.ascontiguousarray(to_torch(np.asarray(node, np.float32), entry.layout)),
+        )
+
+
+def stack_layers(params: Mapping, num_layers: int) -> dict:
+    """{"layer_0": tree, ..., "layer_{n-1}": tree} -> {"layers": tree of [n, ...] arrays}."""
+    params = dict(params)
+    layers = [params.pop(f"layer_{i}") for i in range(num_layers)]
+    params["layers"] = _tree_map(lambda *xs: np.stack(xs), *layers)
+    return params
+
+
+def unstack_layers(params: Mapping, num_layers: int) -> dict:
+    """The inverse of `stack_layers`."""
+    params = dict(params)
+    stacked = params.pop("layers")
+    for i in range(num_layers):
+        params[f"layer_{i}"] = _tree_map(lambda x, i=i: np.asarray(x[i]), stacked)
+    return params
+
+
+def _tree_map(fn, *trees):
+    """Maps over nested dicts of arrays (numpy only: no JAX needed to convert)."""
+    if isinstance(trees[0], Mapping):
+        return {key: _tree_map(fn, *(tree[key] for tree in trees)) for key in trees[0]}
+    return fn(*trees)
