@@ -31,7 +31,7 @@ demo: $(STAMP)
 	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc  CLUE CMRC 2018: $(DEMO_DIR)/clue_cmrc2018"
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

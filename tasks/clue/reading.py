@@ -12,7 +12,7 @@ problem type has its own (``clue_classification``, ``clue_multiple_choice``; CMR
 is one task), and the benchmark as a whole, all nine tasks, is what
 ``python -m cmrcx.eval --mixture=clue`` evaluates (`cmrcx.training.mixture_eval`).
 
-The inputs are built the baselines' way in NumPy (`cmrcx.benchmarks.clue_mrc`: windows
+The inputs are built the baselines' way in NumPy (`cmrcx.benchmarks.clue`: windows
 with the max-context rule for CMRC 2018, a 64-token window per (blank, candidate) for
 ChID, ``[CLS] context [SEP] question [SEP] choice [SEP]`` for C3) from the records of
 the TFDS builders (`cmrcx.datasets.cmrc2018`, `chid`, `c3`; `split_records`), CMRC

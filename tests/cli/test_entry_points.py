@@ -167,6 +167,9 @@ def test_export_hf_loads_in_transformers_with_the_same_hidden_states(tiny_run, t
     np.testing.assert_allclose(np.asarray(pooled), want.pooler_output.numpy(), atol=1e-5)
 
 
+# Slow (a minute): sharding is covered in the default suite by tests/training/test_sharding.py
+# and the released optimizer by tests/training/test_released_optimizer.py.
+@pytest.mark.slow
 def test_six_devices_released_script_optimizer_then_eval_on_one(tmp_path):
     """6 simulated devices: the eval batch (32) is rounded to 36 instead of failing at the
     final evaluation; the released script's optimizer trains from gin; a 1-device eval of

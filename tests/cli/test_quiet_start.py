@@ -28,7 +28,7 @@ def test_known_lines_dropped_others_kept() -> None:
 def test_import_is_quiet_and_leaves_jax_devices_alone() -> None:
     code = (
         "import os, sys\n"
-        "from cmrcx import quiet_start\n"
+        "from cmrcx.common import quiet_start\n"
         "tf = quiet_start.import_tensorflow()\n"
         "assert tf.config.get_visible_devices('GPU') == []\n"
         "print('after import', file=sys.stderr)\n"

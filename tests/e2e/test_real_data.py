@@ -123,6 +123,9 @@ def test_cmrc2018_trial_builds_training_windows(tmp_path, capfd):
     assert labelled == set(range(1002))
 
 
+# Slow (about a minute): an epoch of training; reading and scoring the real files are
+# the tests above.
+@pytest.mark.slow
 @needs_cmrc2019
 def test_tiny_config_one_epoch_on_trial_predicts_every_blank(tmp_path):
     out = subprocess.run(

@@ -127,6 +127,9 @@ def test_accumulation_needs_equal_micro_batches():
         trainer_for(SMALL, grad_accum_steps=3)
 
 
+# Slow (half a minute): remat policies are also checked, on T5, by
+# tests/models/test_t5_model.py::test_remat_policies_give_the_same_logits_and_gradients.
+@pytest.mark.slow
 def test_remat_changes_memory_not_results():
     """Same loss and update with each policy; "full" needs less temporary memory."""
     config = dataclasses.replace(SMALL, num_layers=3, max_position_embeddings=64)
