@@ -24,6 +24,7 @@ import os
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from tqdm import tqdm
 
 from cmrcx.benchmarks.clue.cmrc2018_format import SPLIT_FILES, read_split
 from cmrcx.common.errors import MissingSplitError
@@ -93,8 +94,8 @@ class Cmrc2018(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self, data_dir: str, split: str):
         records = read_split(data_dir, split)
-        if records.notes():
-            print(records.summary(), flush=True)
+        if records.notes():  # tqdm.write: on its own line, not after TFDS's progress bar
+            tqdm.write(records.summary())
         for index, question in enumerate(records.questions):
             yield (
                 index,
