@@ -201,9 +201,6 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
     if gin_configs_dir() in prefixes:
         prefixes.remove(gin_configs_dir())
     prefixes.insert(0, gin_configs_dir())
-    # A user's `include 'models/bert_base.gin'` (a path from before the folders): gin
-    # tries its readers on each search path in turn, this one after plain open() fails.
-    gin.config.register_file_reader(_open_moved_include, _is_moved_include)
     files = []
     for name in gin_files:
         if os.path.isfile(name):
@@ -352,6 +349,10 @@ def _end(message: str, status: int, argv) -> None:
     os._exit(status)
 
 
+# A user's `include 'models/bert_base.gin'` (a path from before the folders): gin tries
+# its readers on each search path in turn, this one after plain open() fails. Registered
+# once: gin keeps a list, and every parse would otherwise add another copy.
+gin.config.register_file_reader(_open_moved_include, _is_moved_include)
 # Gin reaches the library through these names only: `RunConfig.*` and the model configs
 # of the registered families, `cmrcx.<ConfigClass>.*` (cmrcx.BertConfig.*, cmrcx.T5Config.*),
 # in gin files and --gin.KEY=VALUE bindings.
