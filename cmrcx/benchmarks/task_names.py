@@ -46,10 +46,9 @@ def _names() -> dict[str, str]:
     for row in rows:
         names[_key(row.name)] = row.name
         names[_key(row.name.removeprefix("clue_"))] = row.name
-    for row in rows:  # the data set's own name: the current version's task
-        if row.clue_version in (None, CURRENT_CLUE_VERSION):
-            for name in (row.dataset, f"clue_{row.dataset}"):
-                names.setdefault(_key(name), row.name)
+    for dataset, task in paper_names().items():  # the current version's task
+        for name in (dataset, f"clue_{dataset}"):
+            names.setdefault(_key(name), task)
     return names
 
 
