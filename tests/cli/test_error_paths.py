@@ -10,10 +10,8 @@ import shutil
 
 import pytest
 
-from cmrcx.cli import launch
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.paths import package_path
-from cmrcx.training.runner import Runner
 
 
 def _break_json(path, edit):
@@ -50,21 +48,15 @@ CASES = [
 
 
 @pytest.mark.parametrize("gin_file, sample, train_file, edit", CASES, ids=[c[0] for c in CASES])
-def test_a_bad_training_record_names_its_file_once(tmp_path, gin_file, sample, train_file, edit):
+def test_a_bad_training_record_names_its_file_once(
+    tmp_path, tiny_runner, gin_file, sample, train_file, edit
+):
     data_dir = tmp_path / "data"
     shutil.copytree(package_path(sample), data_dir)
     broken = data_dir / train_file
     _break_first_line(broken) if edit is None else _break_json(broken, edit)
-    argv = [
-        f"--gin_file={gin_file}",
-        f"--gin.DATA_DIR='{data_dir}'",
-        f"--gin.MODEL_DIR='{tmp_path / 'run'}'",
-        f"--gin.RunConfig.tfds_cache_dir='{tmp_path / 'tfds'}'",
-    ]
-    args = launch.parse_flags(argv, "test")
-    launch.parse_gin(args.gin_file, args.gin_bindings)
     with pytest.raises(DataFormatError) as raised:
-        Runner(launch.run_config_from_gin())
+        tiny_runner(gin_file, f"DATA_DIR = '{data_dir}'")
     message = str(raised.value)
     assert message.startswith(f"{broken}: "), message
     assert message.count(str(data_dir)) == 1, message
