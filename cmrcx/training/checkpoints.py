@@ -98,6 +98,12 @@ class TrainCheckpoints:
         if reason is None:
             return
         try:
+            # orbax's writer threads may still be finishing the failed step; removing its
+            # temporary directory before they end lets them leave a fresh one behind.
+            self.manager.wait_until_finished()
+        except Exception:  # the same refused write, re-raised by the threads: told below
+            pass
+        try:
             unfinished = self.remove_unfinished()  # frees the space the partial write took
         except OSError:
             unfinished = []
