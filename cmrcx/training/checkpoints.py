@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 
 import jax
 import orbax.checkpoint as ocp
@@ -28,6 +29,7 @@ class TrainCheckpoints:
 
     def __init__(self, model_dir: str, keep: int = 3, save_every: int = 1000):
         _quiet_storage_failure_logs()
+        _quiet_callbacks_into_closed_loops()
         self.directory = os.path.join(os.path.abspath(model_dir), "checkpoints")
         self.manager = ocp.CheckpointManager(
             self.directory,
@@ -148,6 +150,26 @@ def _quiet_storage_failure_logs() -> None:
     absl_logger = logging.getLogger("absl")  # where absl.logging (orbax's logger) writes
     if not any(isinstance(f, _StorageFailureLogFilter) for f in absl_logger.filters):
         absl_logger.addFilter(_StorageFailureLogFilter())
+
+
+def _quiet_callbacks_into_closed_loops() -> None:
+    """When one write of a checkpoint fails, orbax ends the save's event loop while
+    tensorstore's other writes are still running; each of them, finishing, hands its
+    result to the closed loop and tensorstore reports the RuntimeError('Event loop is
+    closed') through `sys.unraisablehook` - dozens of tracebacks around the one error line
+    the failed save is told by. Only that error is dropped; every other goes on to the
+    hook that was there."""
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_loop_callbacks", False):
+        return
+
+    def hook(unraisable) -> None:
+        error = unraisable.exc_value
+        if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+            previous(unraisable)
+
+    hook.drops_closed_loop_callbacks = True
+    sys.unraisablehook = hook
 
 
 _OS_ERROR_CODE = re.compile(r"os_error_code='(\d+)'")

@@ -60,11 +60,9 @@ def test_a_disk_that_fills_during_a_checkpoint_write(tmp_path):
         "(No space left on device); its partial files were removed and the latest whole "
         "checkpoint is step 2"
     ), child.stderr[-3000:]
-    # Not a crash of cmrcx: no traceback through its code. (orbax's writer threads may
-    # print "Event loop is closed" tracebacks of their own when the write fails.)
-    assert "cmrcx/" not in "".join(
-        line for line in child.stderr.splitlines() if line.startswith('  File "')
-    )
+    # One error line, no traceback: neither cmrcx's nor the "Event loop is closed" ones
+    # tensorstore's unfinished writes report once orbax has ended the failed save.
+    assert "Traceback" not in child.stderr, child.stderr[-3000:]
 
     # The copy of the full disk: no partial write left, step 2 whole and restorable.
     saved = out / "run" / "checkpoints"
