@@ -93,9 +93,10 @@ def test_a_users_file_including_old_paths_still_parses(tmp_path, monkeypatch):
     (tmp_path / "models" / "bert_tiny.gin").write_text("RunConfig.log_every = 99\n")
     launch.parse_gin([str(mine)], [])
     run = launch.gin_run_config()
-    assert run.model.hidden_size == 128 and run.require_pretrained and run.seed == 7
-    assert run.log_every == 10
+    assert run.require_pretrained and run.seed == 7 and run.log_every == 10
+    assert gin.query_parameter("cmrcx.BertConfig.hidden_size") == 128
     assert gin.query_parameter("cmrcx.T5Config.d_model") == 512
+    assert type(run.model).__name__ == "T5Config"  # the last model gin chose the family
 
 
 def test_a_users_include_of_a_new_bare_name_finds_the_users_file(tmp_path, monkeypatch):
@@ -115,7 +116,7 @@ def test_the_not_found_error_lists_the_files_by_folder():
     assert "bundled (a bare name finds a file in any folder): local_tiny.gin; clue/: " in message
     assert "clue_{afqmc,c310," in message and "}_{bert,bert_wwm_ext,ernie," in message
     assert "clue_afqmc_tiny.gin" in message and "cmrc2019/: cmrc2019_bert.gin," in message
-    assert "models/t5/: longlm_base.gin," in message and "\n" not in message
+    assert "models/t5/: family.gin, longlm_base.gin," in message and "\n" not in message
 
 
 def test_the_wheel_patterns_cover_every_bundled_file():

@@ -64,6 +64,15 @@ def test_local_tiny_overlay_turns_the_paper_config_into_a_smoke_run():
     run = launch.gin_run_config()
     assert run.model.hidden_size == 128 and run.max_length == 128
     assert not run.require_pretrained and run.pretrained is None
+    assert run.vocab_file.endswith("tiny_vocab.txt")
+
+
+def test_local_tiny_shrinks_whichever_family_the_experiment_chose():
+    launch.parse_gin(["longlm_pretrain_small.gin", "local_tiny.gin"], [])
+    run = launch.gin_run_config()
+    assert type(run.model).__name__ == "T5Config"
+    assert (run.model.d_model, run.model.vocab_size) == (32, 512)
+    assert run.vocab_file.endswith("longlm_tiny/spiece.model")
 
 
 def test_unknown_gin_file_lists_the_bundled_ones():
