@@ -139,12 +139,16 @@ def build(sections: dict[str, list[Story]]) -> dict[str, dict[str, list[dict]]]:
         labelled = split != "test"
         rng = random.Random(f"lot-sample-{split}")
         labels = balanced_labels(len(stories), rng)
-        files["clozet"][split] = [clozet(s, k, labelled) for s, k in zip(stories, labels)]
-        if split == "train":
-            removed = [rng.choice(removable(s, last=True)) for s in stories]
-            files["plotcom"][split] = [plotcom(s, n, True) for s, n in zip(stories, removed)]
-            removed = [rng.choice(removable(s, last=False)) for s in stories]
-            files["senpos"][split] = [senpos(s, n, True) for s, n in zip(stories, removed)]
+        files["clozet"][split] = [
+            clozet(s, k, labelled) for s, k in zip(stories, labels, strict=True)
+        ]
+        if split == "train":  # automatic: a seeded-random sentence removed
+            files["plotcom"][split] = [
+                plotcom(s, rng.choice(removable(s, last=True)), True) for s in stories
+            ]
+            files["senpos"][split] = [
+                senpos(s, rng.choice(removable(s, last=False)), True) for s in stories
+            ]
         else:
             files["plotcom"][split] = [plotcom(s, s.cloze[0], labelled) for s in stories]
             annotated = sections[f"senpos-{split}"]
