@@ -27,10 +27,10 @@ What the readers accept (`read_file`), and why:
   has ``"story": ""``), and the record's label / target is None. `read_split` requires
   them in train and val (``labelled``); a test file is read with or without them.
 - Lines: split on "\n" only (a story may hold U+2028); a final newline is fine and a
-  leading UTF-8 BOM is skipped. A blank line is an error, not skipped: LOT's eval.py
-  reads ``readlines()`` and ``json.loads`` every line (LOT-SPEC section 2.1), so it would
-  crash there, and prediction files are aligned with the gold file by line. An empty
-  file is an error too (accuracy over no records is undefined).
+  leading UTF-8 BOM is skipped. A blank line is an error, not skipped: the public OutGen
+  eval.py runs ``json.loads`` on every line of ``readlines()`` (LOT-SPEC section 2.1), so
+  it would crash there, and prediction files are aligned with the gold file by line. An
+  empty file is an error too (accuracy over no records is undefined).
 
 Every problem raises one `DataFormatError` naming the file, the 1-based line and the
 field, e.g. ``val.jsonl: line 7: field 'label': 9 is not a mask number: the story has 6
@@ -278,8 +278,8 @@ def _parse_line(path: str | os.PathLike[str], line_number: int, line: str) -> di
     where = f"{path}: line {line_number}"
     if not line.strip():
         raise DataFormatError(
-            f"{where}: blank line (one JSON object per line; LOT's eval.py reads every line "
-            "with json.loads and aligns predictions by line)"
+            f"{where}: blank line (one JSON object per line expected; prediction files are "
+            "aligned with the gold file line by line)"
         )
     try:
         fields = json.loads(line)
