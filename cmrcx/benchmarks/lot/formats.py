@@ -26,7 +26,7 @@ What the readers accept (`read_file`), and why:
 - No label or target: the field is absent, or ``""`` (the organisers' OutGen test file
   has ``"story": ""``), and the record's label / target is None. `read_split` requires
   them in train and val (``labelled``); a test file is read with or without them.
-- Lines: split on "\n" only (a story may hold U+2028); a final newline is fine and a
+- Lines: split on "\\n" only (a story may hold U+2028); a final newline is fine and a
   leading UTF-8 BOM is skipped. A blank line is an error, not skipped: the public OutGen
   eval.py runs ``json.loads`` on every line of ``readlines()`` (LOT-SPEC section 2.1), so
   it would crash there, and prediction files are aligned with the gold file by line. An

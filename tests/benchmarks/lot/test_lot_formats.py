@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support import REPO_ROOT
 
 import cmrcx.data
 from cmrcx.benchmarks.lot import formats
@@ -327,3 +328,13 @@ def test_test_file_predictions_have_the_official_label_types(tmp_path: Path) -> 
         assert [{k: v for k, v in x.items() if k != "label"} for x in lines] == [
             r.raw for r in records
         ]
+
+
+def test_the_organisers_outgen_files_read_without_a_title() -> None:
+    """The OutGen-format competition data (LOT-SPEC section 5; not LOT's own val split)."""
+    folder = REPO_ROOT.parent / "shared" / "data" / "lot_outgen_competition"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent (real data is not part of the repository)")
+    records = formats.read_file("outgen", folder / "val.jsonl", labelled=True)
+    assert len(records) == 661 and {r.title for r in records} == {""}
+    assert max(len(r.outline) for r in records) == 8
