@@ -66,10 +66,13 @@ TASK_NAMES = {"clozet": "ClozeT", "senpos": "SenPos", "plotcom": "PlotCom", "out
 MANUAL_INSTRUCTIONS = f"""\
 Each LOT task reads one folder (DATA_DIR) holding the official files of that task, unchanged:
   {", ".join(f"{split}: {name}" for split, name in SPLIT_FILES.items())}
-(only the files of the splits you use need to be there). The authors publish them as
-datasets/clozet, senpos, plotcom and outgen of {HOMEPAGE} (the README's THUCloud link,
-dead since 2024 - thu-coai/LOT-LongLM#8), and as clozet/, senpos/, plotcom/ and outgen/
-of their Hugging Face copy {HF_COPY} (e.g. clozet/train.jsonl)."""
+(only the files of the splits you use need to be there). The authors describe them in
+datasets/<task>/README.md of
+  {HOMEPAGE}
+and published them on THUCloud (the link in its top README, dead since 2024-11:
+thu-coai/LOT-LongLM#8). Their Hugging Face copy has them as clozet/, senpos/, plotcom/
+and outgen/ (e.g. clozet/train.jsonl):
+  {HF_COPY}"""
 
 
 def _task_features(task: str) -> dict:
