@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import doctest
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -338,3 +340,13 @@ def test_the_organisers_outgen_files_read_without_a_title() -> None:
     records = formats.read_file("outgen", folder / "val.jsonl", labelled=True)
     assert len(records) == 661 and {r.title for r in records} == {""}
     assert max(len(r.outline) for r in records) == 8
+
+
+def test_the_sample_is_what_its_generator_writes(tmp_path: Path) -> None:
+    """tools/make_lot_sample.py rebuilds the bundled files from the stories' source."""
+    tool = REPO_ROOT / "tools" / "make_lot_sample.py"
+    command = [sys.executable, str(tool), "--out", str(tmp_path)]
+    subprocess.run(command, check=True, capture_output=True)
+    for task in formats.TASKS:
+        for name in formats.SPLIT_FILES.values():
+            assert (tmp_path / task / name).read_bytes() == (SAMPLE / task / name).read_bytes()
