@@ -7,8 +7,10 @@ finetune.py on a random-init transformers T5 converted with cmrcx's converter.""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -175,6 +177,56 @@ def test_t5_clozet_pointer_equals_the_authors_logits():
     pointer_logits = model.score_batch(params, {k: v[None] for k, v in pointer.items()})
     authors_logits = jax.jit(authors.score_batch)(params, {k: v[None] for k, v in theirs.items()})
     np.testing.assert_allclose(np.asarray(pointer_logits), np.asarray(authors_logits), rtol=1e-5)
+
+
+@dataclasses.dataclass(frozen=True)
+class CausalToyConfig:
+    vocab_size: int = 320
+    width: int = 8
+
+
+class CausalToyStates(nn.Module):
+    """A decoder-only stand-in: each token's state is the running mean of the embeddings
+    up to it (token types unused)."""
+
+    config: CausalToyConfig
+
+    @nn.compact
+    def __call__(self, input_ids, token_type_ids, input_mask, deterministic=True):
+        embedded = nn.Embed(self.config.vocab_size, self.config.width)(input_ids)
+        return jnp.cumsum(embedded, 1) / jnp.arange(1, input_ids.shape[1] + 1)[None, :, None]
+
+
+def test_a_family_gives_its_token_states_through_its_row():
+    """The registry's seam for a future family (GPT-2): a row with `token_states` and no
+    encoder gets the same pointer, its parameters under its name; a row with neither
+    gets a clear error."""
+    row = registry.Family(
+        name="causal_toy", config_class=CausalToyConfig, vocabulary="sentencepiece",
+        vocab_file="spiece.model", hf_model_types=("causal_toy",),
+        token_states=lambda config, name: CausalToyStates(config, name=name),
+    )  # fmt: skip
+    registry.register(row)
+    try:
+        network = registry.network(CausalToyConfig(), "candidate_pointer")
+        model = CandidatePointerModel(network, max_length=LENGTH, num_candidates=CANDIDATES)
+        params = model.init(jax.random.key(0), model.example_batch(1))["params"]
+        assert model.encoder_name == "causal_toy" and set(params) == {"causal_toy"}
+        batch = pointer_batch("sentencepiece")
+        states = CausalToyStates(CausalToyConfig()).apply(
+            {"params": params["causal_toy"]}, batch["input_ids"], None, None
+        )
+        context = np.take_along_axis(states, batch["context_position"][:, None, None], 1)
+        candidates = np.take_along_axis(states, batch["candidate_positions"][..., None], 1)
+        want = np.where(batch["candidate_mask"], (candidates * context).sum(-1), MASKED_LOGIT)
+        logits = model.score_batch(params, batch)
+        np.testing.assert_allclose(np.asarray(logits), want, rtol=1e-5, atol=1e-6)
+        registry.unregister("causal_toy")
+        registry.register(dataclasses.replace(row, token_states=None))
+        with pytest.raises(ValueError, match="'causal_toy' gives no token states"):
+            registry.network(CausalToyConfig(), "candidate_pointer")
+    finally:
+        registry.unregister("causal_toy")
 
 
 # --- The authors' step against a torch port of their finetune.py ----------------------

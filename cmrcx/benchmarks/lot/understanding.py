@@ -97,8 +97,8 @@ def clozet_wordpiece(
     """`[CLS] LEFT [unused1] RIGHT [SEP] plot0 [unused2] plot1 [unused2] [SEP]`.
 
     Context: the `[unused1]` where the sentence was removed; candidate k: the `[unused2]`
-    ending plot k. Token types 0 up to the first [SEP], 1 after. Example (one character a
-    token): story "甲乙<mask>丙", plots "丁", "戊己", label 1 ->
+    ending plot k. Token types 0 up to the first [SEP], 1 after (BERT's pairs). Example
+    (one character a token): story "甲乙<mask>丙", plots "丁", "戊己", label 1 ->
         [CLS] 甲 乙 [unused1] 丙 [SEP] 丁 [unused2] 戊 己 [unused2] [SEP]
         candidate_positions [7, 10], context_position 3, label 1
     """
@@ -125,7 +125,7 @@ def senpos_wordpiece(
 
     Candidate k: the k-th `[unused1]` (the k-th `<mask>` of the story); context: the
     `[unused2]` ending the removed sentence. Token types 0 up to the first [SEP], 1
-    after. Example: story "甲<mask>乙<mask>丙", sentence "丁", label 1 ->
+    after (BERT's pairs). Example: story "甲<mask>乙<mask>丙", sentence "丁", label 1 ->
         [CLS] 甲 [unused1] 乙 [unused1] 丙 [SEP] 丁 [unused2] [SEP]
         candidate_positions [2, 4], context_position 8, label 1
     """
@@ -139,7 +139,8 @@ def senpos_wordpiece(
     for segment in segments[1:]:
         candidates.append(out.mark(ids.gap))
         out.add(segment)
-    out.add([ids.sep, *sentence], 1)
+    out.add([ids.sep])
+    out.add(sentence, 1)
     context = out.mark(ids.end, 1)
     out.add([ids.sep], 1)
     return out.example(candidates, context, record.label)
