@@ -23,6 +23,14 @@ input pipeline need no change):
   span extraction (CMRC 2018)
       input_ids, token_type_ids, input_mask [b, length]; start_position,
       end_position [b] -> start and end logits [b, 2, length]
+  candidate pointer (`candidate_pointer.CandidatePointerModel`, LOT ClozeT, SenPos)
+      input_ids, token_type_ids, input_mask [b, length]; candidate_positions,
+      candidate_mask [b, candidates]; context_position [b]; label [b]
+      -> candidate logits [b, candidates]
+  the LongLM authors' ClozeT (`candidate_pointer.LongLMAuthorsClozeModel`)
+      inputs, inputs_mask [b, source]; targets, targets_mask [b, target];
+      candidate_positions, candidate_mask [b, candidates]; context_position [b];
+      label [b] -> candidate logits [b, candidates]
   seq2seq (LongLM pretraining, LOT generation)
       inputs, inputs_mask [b, source]; targets, targets_mask [b, target]
       -> per-example log-likelihood [b] (scoring) or tokens (decoding)

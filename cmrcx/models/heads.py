@@ -1,4 +1,5 @@
-"""Task heads over any encoder: sentence cloze, classification, span, multiple choice.
+"""Task heads over any encoder: sentence cloze, classification, span, multiple choice, and
+the candidate pointer over any family's token states.
 
 An encoder is a Flax module called as
     encoder(input_ids, token_type_ids, input_mask, deterministic) -> (hidden, pooled)
@@ -10,6 +11,13 @@ is given the encoder module, named: its parameters live under that name (the fam
 (`cmrcx.models.registry`) build the encoders and give the heads their dropout rate and
 initialiser stddev.
 
+The candidate pointer (LOT ClozeT / SenPos) runs over a family's *token states* instead:
+a module called as
+    states(input_ids, token_type_ids, input_mask, deterministic) -> states
+with states [batch, length, width] (or an encoder's (hidden, pooled), whose hidden it
+takes): the registry row's `token_states` (T5: `cmrcx.models.t5.T5TokenStates`, the
+decoder's states of the input fed to both stacks), else the family's encoder.
+
 Every head computes in float32 whatever the encoder's dtype: bfloat16 logits near 10 are
 1/16 apart, so candidates closer than that would tie or swap.
 """
@@ -17,6 +25,7 @@ Every head computes in float32 whatever the encoder's dtype: bfloat16 logits nea
 from __future__ import annotations
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from cmrcx.models.common import kernel_init, zeros_init
@@ -133,3 +142,48 @@ class MultipleChoice(_Head):
         pooled = nn.Dropout(self.dropout_rate)(pooled, deterministic=deterministic)
         head = _head_dense(1, "classes", "classifier", self.init_std, "normal")
         return head(pooled.astype(jnp.float32)).reshape(batch, choices)
+
+
+class CandidatePointer(_Head):
+    """LOT's understanding method (Guan et al. 2022, section 5.2): the input encoded once, a
+    softmax over the dot products of each candidate's state with the context's state.
+
+    ClozeT: a candidate's state is the one at the end of the candidate, the context's the
+    one at the removed sentence's place; SenPos: each candidate position's state against
+    the one at the end of the removed sentence (`cmrcx.benchmarks.lot.understanding` puts
+    marker tokens there and gives their positions). The paper describes no layer on top
+    ("dot products between the candidate representations and the context
+    representation"): this head has no parameters of its own, the family's network is
+    all there is (params {<family name>: ...}, so a pretrained export fills it whole).
+
+    Returns float32 [batch, candidates]: dot(states[candidate_positions], states[context_
+    position]) in float32 whatever the network's dtype. The softmax over candidates (and
+    the masking of padded candidate slots) belongs to the loss.
+    """
+
+    states: nn.Module  # the family's token states (see the module docstring), named
+
+    @nn.compact
+    def __call__(
+        self,
+        input_ids,
+        token_type_ids,
+        input_mask,
+        candidate_positions,
+        context_position,
+        deterministic: bool = True,
+    ):
+        """input_ids, token_type_ids, input_mask: int [batch, length]; candidate_positions:
+        int [batch, candidates]; context_position: int [batch] (indices into length)."""
+        states = self.states(input_ids, token_type_ids, input_mask, deterministic)
+        if isinstance(states, tuple):  # an encoder's (hidden, pooled): the last layer's states
+            states = states[0]
+        # Only the marked states are scored: gather first, then cast.
+        candidates = jnp.take_along_axis(states, candidate_positions[..., None], axis=1)
+        context = jnp.take_along_axis(states, context_position[:, None, None], axis=1)[:, 0]
+        return jnp.einsum(
+            "bcd,bd->bc",
+            candidates.astype(jnp.float32),
+            context.astype(jnp.float32),
+            precision=jax.lax.Precision.HIGHEST,  # TPUs multiply float32 in bf16 passes otherwise
+        )

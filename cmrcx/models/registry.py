@@ -3,8 +3,9 @@
 A row names the family ("bert": run_config.json's and model_config.json's "family", and
 the parameter subtree its network fills), its config dataclass (gin: cmrcx.<Class>.*),
 how to build its networks (an encoder the task heads of `cmrcx.models.heads` run over,
-an encoder-decoder with its `DecodeModel`), its vocabulary and the HuggingFace
-config.json `model_type` values `cmrcx.convert` reads as it. Its checkpoint formats are a
+an encoder-decoder with its `DecodeModel`, the token states the candidate pointer
+dots), its vocabulary and the HuggingFace config.json `model_type` values
+`cmrcx.convert` reads as it. Its checkpoint formats are a
 module of `cmrcx.weights` (the same function names for every family), imported only when
 asked for (`weights`): models/ sits below weights/ and imports nothing above it.
 
@@ -49,6 +50,12 @@ class Family:
     # decoder_mask=None, deterministic) -> logits, and config -> its `DecodeModel`.
     seq2seq: Callable[[Any], nn.Module] | None = None
     decode_model: Callable[[Any], Any] | None = None
+    # config, name -> a module (input_ids, token_type_ids, input_mask, deterministic) ->
+    # the final state of every token [batch, length, width], named `name`: what the
+    # candidate pointer (LOT ClozeT / SenPos) dots. None: the encoder's hidden states.
+    # Encoder-decoders give their decoder's states of the input fed to both stacks (T5);
+    # a decoder-only family would give its last layer's.
+    token_states: Callable[[Any, str], nn.Module] | None = None
     # The `cmrcx.weights` module (or a module object): config_from_hf, config_to_hf,
     # weight_table, params_from_hf, hf_tensors, describe, read_dir, write_hf_dir,
     # vocabulary_files (see cmrcx/weights/__init__.py). None: cmrcx.weights.<name>.
@@ -108,13 +115,16 @@ def weights(row: Family) -> ModuleType:
 
 # Problem types whose networks are a head over the family's encoder.
 HEADS = ("cloze", "classification", "span", "multiple_choice")
+PROBLEMS = (*HEADS, "candidate_pointer", "seq2seq")
 
 
 def network(config, problem: str, **options) -> nn.Module:
     """The network of `problem` for `config`'s family.
 
     problem: "cloze", "classification" (options: num_classes), "span",
-    "multiple_choice" (a head over the family's encoder, named after the family), or
+    "multiple_choice" (a head over the family's encoder, named after the family),
+    "candidate_pointer" (`heads.CandidatePointer` over the family's token states, named
+    after the family: its `token_states`, else its encoder's hidden states), or
     "seq2seq" (the family's encoder-decoder).
     """
     row = family_of(config)
@@ -122,8 +132,13 @@ def network(config, problem: str, **options) -> nn.Module:
         if row.seq2seq is None:
             raise ValueError(f"model family {row.name!r} has no encoder-decoder network")
         return row.seq2seq(config)
+    if problem == "candidate_pointer":
+        states = row.token_states or row.encoder
+        if states is None:
+            raise ValueError(f"model family {row.name!r} gives no token states to point with")
+        return heads.CandidatePointer(states(config, row.name))
     if problem not in HEADS:
-        raise ValueError(f"problem type {problem!r}: use one of {', '.join((*HEADS, 'seq2seq'))}")
+        raise ValueError(f"problem type {problem!r}: use one of {', '.join(PROBLEMS)}")
     if row.encoder is None:
         raise ValueError(f"model family {row.name!r} has no encoder for a {problem} head")
     encoder, head = row.encoder(config, row.name), row.head_options(config)
@@ -155,6 +170,10 @@ def _bert_heads(config: bert.BertConfig) -> HeadOptions:
     return HeadOptions(config.hidden_dropout, config.initializer_range)
 
 
+def _t5_token_states(config: t5.T5Config, name: str) -> nn.Module:
+    return t5.T5TokenStates(config, name=name)
+
+
 register(
     Family(
         name="bert",
@@ -176,5 +195,6 @@ register(
         hf_model_types=("t5", "mt5"),  # LongLM, T5 v1.0 / v1.1; mT5
         seq2seq=t5.T5ForConditionalGeneration,
         decode_model=t5.T5DecodeModel,
+        token_states=_t5_token_states,
     )
 )

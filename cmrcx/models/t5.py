@@ -555,6 +555,43 @@ class T5ForConditionalGeneration(nn.Module):
         )
 
 
+class T5TokenStates(T5ForConditionalGeneration):
+    """The decoder's final states of a token sequence fed to both stacks: a T5's token
+    states for the candidate pointer (`cmrcx.models.heads.CandidatePointer`, LOT's
+    understanding method, whose paper feeds encoder-decoders "the same input" in encoder
+    and decoder and takes the decoder's states).
+
+    Called as an encoder is (input_ids, token_type_ids, input_mask, deterministic; the
+    token types are unused) -> states [batch, length, d_model], the decoder's last layer
+    after its final layer norm (transformers' `decoder_hidden_states[-1]`, what LOT's
+    authors take). The decoder reads [decoder_start] + input_ids, the encoder input_ids:
+    the state returned at position t is the one whose decoder input is token t, which
+    has read (causally) every token up to and including t, and the whole input through
+    cross-attention. So a layout puts the context token last, after everything it must
+    see. This is the authors' ClozeT convention (LOT-LongLM `baselines/understanding/
+    finetune.py:162-181`: decoder input `shift_right(source + gold)`, the state at the
+    position whose input is `<mask>`), here without the gold sentinel, which comes after
+    every position they score.
+
+    Parameters are `T5ForConditionalGeneration`'s (an untied `lm_head` included, created
+    at init though the states never reach it), so a T5 checkpoint loads into it and a
+    fine-tuned one exports as a T5.
+    """
+
+    def __call__(self, input_ids, token_type_ids, input_mask, deterministic: bool = True):
+        del token_type_ids  # T5 has no segment embeddings
+        encoded = self.encode(input_ids, input_mask, deterministic)
+        start = jnp.full_like(input_ids[:, :1], self.config.decoder_start_token_id)
+        decoder_input_ids = jnp.concatenate([start, input_ids], axis=1)
+        decoder_mask = jnp.concatenate([jnp.ones_like(start), input_mask], axis=1)
+        states = self.decoder_states(
+            decoder_input_ids, encoded, input_mask, decoder_mask, deterministic
+        )
+        if self.is_initializing() and not self.config.tie_word_embeddings:
+            self.logits(states[:, :1])  # creates lm_head: the tree of a T5 checkpoint
+        return states[:, 1:]
+
+
 @dataclasses.dataclass(frozen=True)
 class T5DecodeModel:
     """`T5ForConditionalGeneration` of `config` as a `cmrcx.models.decoding.DecodeModel`.
