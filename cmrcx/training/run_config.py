@@ -11,6 +11,7 @@ import os
 from cmrcx.benchmarks import task_names
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
+from cmrcx.benchmarks.lot.understanding import TASKS as LOT_UNDERSTANDING_TASKS
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.paths import resolve_path
 from cmrcx.models import registry
@@ -24,11 +25,13 @@ DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019
 # The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
 # LongLM pretraining: the mixture of both objectives, or one (cmrcx.tasks.lot.pretraining.TASKS).
 LONGLM_TASKS = ("longlm_pretrain", "longlm_infilling", "longlm_continuation")
-RUN_TASKS = ("cmrc2019", *CLUE_TASKS, *CLUE_MRC_TASKS, *LONGLM_TASKS)
+RUN_TASKS = ("cmrc2019", *CLUE_TASKS, *CLUE_MRC_TASKS, *LONGLM_TASKS, *LOT_UNDERSTANDING_TASKS)
 _DATA_HINTS = {
     "longlm": "of the pretraining corpus: a folder of UTF-8 .txt files (novels, stories; "
     "LOT paper section 4), and RunConfig.validation_data_dir a folder of held-out texts",
     "cmrc2019": "cmrc2019_train.json / cmrc2019_dev.json (https://github.com/ymcui/cmrc2019)",
+    "lot": "of the task: the folder of its official train.jsonl, val.jsonl, test.jsonl "
+    "(thu-coai/LOT-LongLM datasets/<task>/, or the HuggingFace copy Jiann/LOT)",
     "clue": "of the task, the unpacked official folder, e.g. afqmc_public/ holding train.json, "
     "dev.json, test.json (https://github.com/CLUEbenchmark/CLUE)",
 }

@@ -247,6 +247,15 @@ def clozet_longlm_authors(
     }
 
 
+# The run tasks of this problem type -> the LOT data task their records come from.
+# "lot_clozet_longlm_authors": the LongLM authors' ClozeT script (`clozet_longlm_authors`).
+TASKS = {
+    "lot_clozet": "clozet",
+    "lot_senpos": "senpos",
+    "lot_clozet_longlm_authors": "clozet",
+}
+AUTHORS_TASK = "lot_clozet_longlm_authors"
+
 LAYOUTS = {
     ("clozet", "wordpiece"): clozet_wordpiece,
     ("clozet", "sentencepiece"): clozet_sentencepiece,

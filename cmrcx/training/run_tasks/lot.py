@@ -1,5 +1,5 @@
-"""LOT's run tasks: LongLM pretraining (LOT paper section 4) today; ClozeT, SenPos,
-PlotCom and OutGen will join them here."""
+"""LOT's run tasks: LongLM pretraining (LOT paper section 4); ClozeT and SenPos (the
+candidate pointer, section 5.2, and the LongLM authors' ClozeT script)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from cmrcx.common.errors import MissingSplitError
+from cmrcx.benchmarks.lot import formats as lot_formats
+from cmrcx.common.errors import ConfigError, MissingSplitError
 from cmrcx.common.files import write_atomically
 from cmrcx.common.paths import resolve_path
+from cmrcx.datasets import lot as lot_tfds
+from cmrcx.model_api.candidate_pointer import CandidatePointerModel, LongLMAuthorsClozeModel
 from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.models import registry
 from cmrcx.tasks.lot import pretraining as longlm_tasks
+from cmrcx.tasks.lot import understanding as lot_understanding
 from cmrcx.training.run_tasks.base import RunTask, announce, register
 from cmrcx.vocab.sentencepiece import special_id_differences
 
@@ -239,3 +243,122 @@ def _write_generations(path: str, vocabulary, decoded, predictions) -> None:
 
 
 register(LONGLM_RUN_TASKS, LongLMPretrainRunTask)
+
+
+# --- Understanding: ClozeT and SenPos (the candidate pointer) ---------------------------------
+
+
+class LotUnderstandingRunTask(RunTask):
+    """ClozeT or SenPos with the paper's candidate pointer (section 5.2) for the run's
+    model family, or the LongLM authors' ClozeT step (`lot_clozet_longlm_authors`).
+
+    The layout follows the family's vocabulary (WordPiece: BERT; SentencePiece: T5,
+    whose decoder states the pointer reads); `cmrcx.benchmarks.lot.understanding` shows
+    each with an example. Evaluation writes MODEL_DIR/predictions/<task>_<split>.jsonl:
+    the split's file line for line, inputs unchanged, the predicted label in the gold
+    file's type (`formats.write_predictions`), so the official eval.py and
+    `python -m cmrcx.score lot_clozet GOLD PRED` score it as the run does.
+    """
+
+    def __init__(self, run):
+        self.run, self.name = run, run.task
+        self.data_task = lot_understanding.TASKS[run.task]
+        family = registry.family_of(run.model)
+        self.layout = family.vocabulary  # "wordpiece" | "sentencepiece"
+        (self.train_task,) = lot_understanding.register(
+            run.vocabulary_name,
+            run.vocab_file,
+            {run.task: run.data_dir},
+            layout=self.layout,
+            max_length=run.max_length,
+            lower_case=run.lower_case,
+            tfds_cache_dir=run.tfds_cache_dir,
+        )
+        self.score_task = self.train_task
+        candidates = lot_understanding.num_candidates(
+            self.data_task, run.data_dir, run.tfds_cache_dir
+        )
+        if run.task == lot_understanding.AUTHORS:
+            network = registry.network(run.model, "seq2seq")
+            self.model = LongLMAuthorsClozeModel(network, run.max_length, run.max_length + 1)
+        else:
+            network = registry.network(run.model, "candidate_pointer")
+            self.model = CandidatePointerModel(network, run.max_length, candidates)
+        _check_special_ids_fit(run, self.layout)
+
+    def require_split(self, split: str) -> None:
+        lot_tfds.require_split(self.data_task, self.run.data_dir, split)
+
+    def evaluation(self, split: str) -> LotUnderstandingEvaluation:
+        return LotUnderstandingEvaluation(self, split)
+
+    def results_table(self, results: dict[str, float], split: str) -> str:
+        """`lot_clozet validation accuracy: 0.7381 (73.81 %)`: the official fraction and
+        the paper's percentage (Table 10)."""
+        return "\n".join(
+            f"{self.name} {split} {key}: {value:.4f} ({100 * value:.2f} %)"
+            for key, value in results.items()
+        )
+
+
+def _check_special_ids_fit(run, layout: str) -> None:
+    """ConfigError when a marker id the layout needs is past the model's embedding rows
+    (`<sep>`/`<mask>` appended after a SentencePiece vocabulary that lacks them)."""
+    if layout != "sentencepiece":
+        return
+    task = seqio.get_mixture_or_task(lot_understanding.task_name(run.task, run.vocabulary_name))
+    vocabulary = next(iter(task.output_features.values())).vocabulary
+    ids = lot_understanding.special_ids(layout, vocabulary)
+    highest = max(ids.sep, ids.mask, *ids.sentinels)
+    if highest >= run.model.vocab_size:
+        raise ConfigError(
+            f"{run.task}: the layout's token id {highest} (<sep>/<mask>, appended after "
+            f"{run.vocab_file}'s {vocabulary.vocab_size} ids) is past the model's "
+            f"{run.model.vocab_size} embedding rows: use a model with vocab_size > {highest}"
+        )
+
+
+class LotUnderstandingEvaluation:
+    """The candidate logits of a split -> argmax -> the prediction file and accuracy."""
+
+    def __init__(self, run_task: LotUnderstandingRunTask, split: str):
+        self.run_task, self.split = run_task, split
+        self.indices: list[int] = []
+        self.labels: list[int] = []
+        self.predicted: list[int] = []
+
+    def add(self, logits: np.ndarray, examples: dict[str, np.ndarray]) -> None:
+        """logits: float [n, candidates] for the n real rows of `examples`."""
+        n = len(logits)
+        self.predicted.extend(int(i) for i in np.argmax(logits, axis=-1))
+        self.indices.extend(int(i) for i in examples["example_index"][:n])
+        self.labels.extend(int(i) for i in examples["label"][:n])
+
+    def finish(self, model_dir: str) -> dict[str, float]:
+        run = self.run_task.run
+        records = lot_understanding.split_records(
+            self.run_task.data_task, run.data_dir, self.split, run.tfds_cache_dir
+        )
+        if sorted(self.indices) != list(range(len(records))):
+            raise RuntimeError(
+                f"{self.run_task.name} {self.split}: scored {len(self.indices)} examples for "
+                f"{len(records)} records"
+            )
+        order = np.argsort(self.indices)
+        predicted = [self.predicted[i] for i in order]
+        labels = [self.labels[i] for i in order]
+        if jax.process_index() == 0:
+            name = f"{self.run_task.name}_{self.split}.jsonl"
+            path = os.path.join(model_dir, "predictions", name)
+            lot_formats.write_predictions(path, records, predicted)
+            announce(path, "predictions", f"{len(predicted)} records")
+        if min(labels) < 0:
+            return {}
+        task = seqio.get_mixture_or_task(self.run_task.score_task)
+        results = {}
+        for metric_fn in task.predict_metric_fns:
+            results.update({k: float(v) for k, v in metric_fn(labels, predicted).items()})
+        return results
+
+
+register(tuple(lot_understanding.TASKS), LotUnderstandingRunTask)
