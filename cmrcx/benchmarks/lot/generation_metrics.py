@@ -368,6 +368,9 @@ def generation_metrics(
     if task not in TARGET_FIELD:
         raise ValueError(f"generation task must be one of {', '.join(GENERATION_TASKS)}: {task!r}")
     _check_aligned(golds, predictions)
+    for index, prediction in enumerate(predictions):
+        if not isinstance(prediction, str):
+            raise TypeError(f"prediction {index} is {type(prediction).__name__}, not str")
     target = TARGET_FIELD[task]
     references = [proline(gold[target]) for gold in golds]
     candidates = [proline(prediction) for prediction in predictions]
@@ -382,11 +385,15 @@ def generation_metrics(
     return scores
 
 
-def plotcom_metrics(targets: Sequence[dict[str, Any]], predictions: Sequence[str]):
+def plotcom_metrics(
+    targets: Sequence[dict[str, Any]], predictions: Sequence[str]
+) -> dict[str, float]:
     """SeqIO metric function of PlotCom: `generation_metrics("plotcom", ...)`."""
     return generation_metrics("plotcom", targets, predictions)
 
 
-def outgen_metrics(targets: Sequence[dict[str, Any]], predictions: Sequence[str]):
+def outgen_metrics(
+    targets: Sequence[dict[str, Any]], predictions: Sequence[str]
+) -> dict[str, float]:
     """SeqIO metric function of OutGen: `generation_metrics("outgen", ...)`."""
     return generation_metrics("outgen", targets, predictions)
