@@ -34,6 +34,13 @@ score the same way):
   the question's index in the split, as the files carry no ids; ``label`` the choice 0..3;
   ``c311_predict.json``'s format): ``{"accuracy", "correct", "total"}``.
 
+The LOT tasks (``lot_clozet``, ``lot_senpos``, ``lot_plotcom``, ``lot_outgen``; the paper's
+``ClozeT``, ``SenPos``, ``PlotCom``, ``OutGen``): GOLD is the task's official jsonl with
+labels or targets, PREDICTIONS the same schema, aligned by line (note: the official
+``eval.py`` takes PREDICTIONS first). ClozeT/SenPos print ``{"accuracy", "correct",
+"total"}``; PlotCom/OutGen the organisers' eval.py keys and a few more
+(`cmrcx.benchmarks.lot.scoring`).
+
 Bad input files print ``error: <message>`` (naming the file and the record) on stderr and
 exit with status 2.
 
@@ -53,6 +60,7 @@ from typing import Any
 from cmrcx.benchmarks import task_names
 from cmrcx.benchmarks.clue import scoring as clue_scoring
 from cmrcx.benchmarks.cmrc2019 import scoring as cmrc2019_scoring
+from cmrcx.benchmarks.lot import scoring as lot_scoring
 from cmrcx.common.errors import DataFormatError
 
 # registered task name -> fn(dataset_path, predictions_path) -> JSON-serialisable scores,
@@ -61,6 +69,7 @@ from cmrcx.common.errors import DataFormatError
 SCORERS: dict[str, Callable[[str, str], dict[str, Any]]] = {
     **cmrc2019_scoring.SCORERS,
     **clue_scoring.SCORERS,
+    **lot_scoring.SCORERS,
 }
 
 
@@ -76,6 +85,14 @@ reading-comprehension tasks (CLUE 1.1 and 1.0 share dev; both versions score ali
   c3, clue_c311, clue_c310      GOLD the unpacked folder, e.g. c3_public/: its dev split,
                                 d-dev.json then m-dev.json, is scored; PREDICTIONS one
                                 {"id", "label"} line per question in that order.
+
+LOT (GOLD first; the official eval.py takes PRED first). Both files are the task's jsonl,
+aligned by line:
+  lot_clozet, lot_senpos        the "label" fields: {"accuracy", "correct", "total"}.
+  lot_plotcom, lot_outgen       the "plot" / "story" fields: the organisers' eval.py keys
+                                (bleu-n, distinct-n; OutGen coverage, order), then
+                                repetition-n, word-distinct-n (the paper's D-n) and for
+                                OutGen organisers-weighted-score. Fractions, as there.
 """
 
 

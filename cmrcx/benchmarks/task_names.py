@@ -11,8 +11,10 @@ those resolve too, to the current version, CLUE 1.1, where a task has two:
 ('clue_chid11', 'clue_c311', 'clue_cmrc2018', 'clue_tnews10')
 
 Matching ignores case, spaces, dots, hyphens, underscores and apostrophes (Table 2 of
-the CLUE paper writes ``TNEWS'``), and reads ``³`` as ``3``. A name that is not a task
-raises `UnknownTaskName` listing what is accepted.
+the CLUE paper writes ``TNEWS'``), and reads ``³`` as ``3``. LOT's tasks are
+``lot_clozet``, ``lot_senpos``, ``lot_plotcom``, ``lot_outgen``, also under the paper's
+names (``ClozeT``...). A name that is not a task raises `UnknownTaskName` listing what is
+accepted.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_CLASSIFICATION_TASKS
+from cmrcx.benchmarks.lot.paper import TASK_NAMES as LOT_TASK_NAMES
 
 CMRC2019 = "cmrc2019"
 CURRENT_CLUE_VERSION = "1.1"  # the leaderboard's current version ([SUBMIT] *11_predict.json)
@@ -46,9 +49,12 @@ def _names() -> dict[str, str]:
     for row in rows:
         names[_key(row.name)] = row.name
         names[_key(row.name.removeprefix("clue_"))] = row.name
+    for task in LOT_TASK_NAMES.values():
+        names[_key(task)] = task
     for dataset, task in paper_names().items():  # the current version's task
-        for name in (dataset, f"clue_{dataset}"):
-            names.setdefault(_key(name), task)
+        names.setdefault(_key(dataset), task)
+        if task.startswith("clue_"):
+            names.setdefault(_key(f"clue_{dataset}"), task)
     return names
 
 
@@ -58,13 +64,15 @@ def registered_names() -> list[str]:
 
 
 def paper_names() -> dict[str, str]:
-    """The data-set names that resolve to a task (e.g. ``cluewsc2020`` -> ``clue_cluewsc11``)."""
+    """The data-set names that resolve to a task (e.g. ``cluewsc2020`` -> ``clue_cluewsc11``,
+    ``ClozeT`` -> ``lot_clozet``)."""
     rows = [*CLUE_CLASSIFICATION_TASKS.values(), *CLUE_MRC_TASKS.values()]
-    return {
+    names = {
         row.dataset: row.name
         for row in rows
         if row.clue_version in (None, CURRENT_CLUE_VERSION) and row.dataset != row.name
     }
+    return {**names, **LOT_TASK_NAMES}  # LOT: ClozeT -> lot_clozet, ...
 
 
 def paper_names_text() -> str:

@@ -1,0 +1,115 @@
+"""`python -m cmrcx.score lot_<task> GOLD PRED` (cmrcx.benchmarks.lot.scoring) and the
+understanding accuracy (cmrcx.benchmarks.lot.understanding_metrics)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cmrcx import score
+from cmrcx.benchmarks import task_names
+from cmrcx.benchmarks.lot.understanding_metrics import accuracy
+
+OUTGEN_GOLD = [
+    {
+        "story": "有个人把神像放在驴子背上，赶着进城。驴子洋洋得意，大喊大叫。",
+        "outline": ["神像放在驴子", "赶着进城", "大喊大叫", "洋洋得意"],
+    },
+    {"story": "小猴边跑边笑，结果掉进了水池里。", "outline": ["掉进了水池", "边跑边笑"]},
+]
+
+
+def _jsonl(path, records: list) -> str:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
+    return str(path)
+
+
+def test_accuracy_compares_labels_as_strings():
+    assert accuracy(["0", "1", "1", "0"], [0, 1, "1", 1]) == {"accuracy": 0.75}
+    assert accuracy([8, 3], [8.0, "3"]) == {"accuracy": 0.5}  # "8.0" is not "8"
+    with pytest.raises(ValueError, match="2 targets but 1 predictions"):
+        accuracy([0, 1], [0])
+
+
+@pytest.mark.parametrize(
+    "typed, registered",
+    [("ClozeT", "lot_clozet"), ("senpos", "lot_senpos"), ("PLOTCOM", "lot_plotcom")]
+    + [("OutGen", "lot_outgen"), ("lot_outgen", "lot_outgen"), ("lot-clozet", "lot_clozet")],
+)
+def test_the_papers_task_names_resolve(typed, registered):
+    assert task_names.resolve(typed) == registered
+    assert task_names.find(f"clue_{typed}") is None
+
+
+def test_clozet_labels_of_another_type_are_compared_as_strings_with_a_note(tmp_path, run_cli):
+    gold = _jsonl(tmp_path / "gold.jsonl", [{"label": label} for label in ("0", "1", "1", "0")])
+    pred = _jsonl(tmp_path / "pred.jsonl", [{"label": label} for label in (0, 1, "1", 1)])
+    run = run_cli("score", "ClozeT", gold, pred)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {"accuracy": 0.75, "correct": 3, "total": 4}
+    assert run.stderr.count("\n") == 1
+    assert "note: 3 of 4 labels in" in run.stderr and "compared as strings" in run.stderr
+
+
+def test_a_line_count_mismatch_is_the_official_wrong_predictions(tmp_path, run_cli):
+    gold = _jsonl(tmp_path / "gold.jsonl", [{"label": 1}, {"label": 2}, {"label": 3}])
+    pred = _jsonl(tmp_path / "pred.jsonl", [{"label": 1}, {"label": 2}])
+    run = run_cli("score", "senpos", gold, pred)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith("error: Wrong Predictions")
+    assert "pred.jsonl has 2 lines but" in run.stderr and "gold.jsonl has 3" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "pred_text, message",
+    [
+        ('{"label": 1}\nnot json\n', "pred.jsonl: line 2: not JSON"),
+        ('{"label": 1}\n\n', "pred.jsonl: line 2: a blank line"),
+        ('{"label": 1}\n{"labels": 2}\n', "pred.jsonl: line 2: field 'label' is missing"),
+        ('{"label": 1}\n{"label": true}\n', "line 2: field 'label' must be str or int or float"),
+        ('{"label": 1}\n[2]\n', "pred.jsonl: line 2: not a JSON object"),
+    ],
+)
+def test_bad_lines_name_the_file_line_and_field(tmp_path, capsys, pred_text, message):
+    gold = _jsonl(tmp_path / "gold.jsonl", [{"label": 1}, {"label": 2}])
+    (tmp_path / "pred.jsonl").write_text(pred_text, "utf-8")
+    assert score.main(["lot_senpos", gold, str(tmp_path / "pred.jsonl")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_outgen_prints_the_official_keys_first_quietly(tmp_path, run_cli):
+    gold = _jsonl(tmp_path / "gold.jsonl", OUTGEN_GOLD)
+    pred = _jsonl(tmp_path / "pred.jsonl", [{"story": r["story"]} for r in OUTGEN_GOLD])
+    run = run_cli("score", "OutGen", gold, pred)
+    assert (run.returncode, run.stderr) == (0, "")  # no jieba or nltk chatter
+    scores = json.loads(run.stdout)
+    official = [f"{m}-{n}" for m in ("bleu", "distinct") for n in range(1, 5)]
+    assert list(scores)[:10] == [*official, "coverage", "order"]
+    assert list(scores)[10:] == [
+        *(f"{m}-{n}" for m in ("repetition", "word-distinct") for n in range(1, 5)),
+        "organisers-weighted-score",
+    ]
+    assert scores["bleu-4"] == scores["coverage"] == scores["order"] == 1.0
+
+
+def test_plotcom_scores_the_plot_field(tmp_path, capsys):
+    gold = _jsonl(tmp_path / "gold.jsonl", [{"story": "x<MASK>", "plot": "我们去上学。"}])
+    pred = _jsonl(tmp_path / "pred.jsonl", [{"story": "x<MASK>", "plot": "我们去上学。"}])
+    assert score.main(["PlotCom", gold, pred]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["bleu-1"] == 1.0 and scores["distinct-1"] == pytest.approx(7 / 9)
+    assert "coverage" not in scores and "organisers-weighted-score" not in scores
+    wrong = _jsonl(tmp_path / "wrong.jsonl", [{"story": "我们去上学。"}])
+    assert score.main(["PlotCom", gold, wrong]) == 2
+    assert "wrong.jsonl: line 1: field 'plot' is missing" in capsys.readouterr().err
+
+
+def test_undefined_coverage_is_null_with_a_note(tmp_path, capsys):
+    gold = _jsonl(tmp_path / "gold.jsonl", OUTGEN_GOLD)
+    pred = _jsonl(tmp_path / "pred.jsonl", [{"story": ""}] * 2)
+    assert score.main(["lot_outgen", gold, pred]) == 0
+    out, err = capsys.readouterr()
+    scores = json.loads(out)
+    assert scores["coverage"] is None and scores["organisers-weighted-score"] is None
+    assert "coverage is undefined" in err
