@@ -307,7 +307,8 @@ def _check_special_ids_fit(run, layout: str) -> None:
     if layout != "sentencepiece":
         return
     task = seqio.get_mixture_or_task(lot_understanding.task_name(run.task, run.vocabulary_name))
-    vocabulary = next(iter(task.output_features.values())).vocabulary
+    key = "inputs" if run.task == lot_understanding.AUTHORS else "input_ids"
+    vocabulary = task.output_features[key].vocabulary
     ids = lot_understanding.special_ids(layout, vocabulary)
     highest = max(ids.sep, ids.mask, *ids.sentinels)
     if highest >= run.model.vocab_size:

@@ -1,0 +1,116 @@
+"""LOT ClozeT and SenPos on the generic runner: Table 10's gin files, tiny runs end to end
+(the accuracy a run reports equals `cmrcx.score` on the prediction file it writes, which
+is the official file line for line with the label in the gold's type), the test split
+without labels, and the T5 family (decoder states, the authors' variant) at tiny size."""
+
+import json
+import re
+
+import pytest
+
+from cmrcx.benchmarks.lot import paper
+from cmrcx.cli import launch
+from cmrcx.common.paths import package_path
+
+SAMPLE = package_path("data/lot_sample")
+MODELS = {
+    "transformer": "Transformer",
+    "bert": "BERT-base",
+    "roberta": "RoBERTa-base",
+    "mt5_base": "mT5-base",
+    "longlm_small": "LongLM-small",
+    "longlm_base": "LongLM-base",
+    "longlm_large": "LongLM-large",
+}
+FAMILY = {"mt5_base": "T5Config", "longlm_small": "T5Config", "longlm_base": "T5Config"}
+
+
+@pytest.mark.parametrize("task", ["clozet", "senpos"])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_table_10_gin_files(task, model, repo_root):
+    """The paper's setting (section 5.2: batch 12, length 512, lr 3e-5), the family, and
+    the Table 10 cells each file cites equal `cmrcx.benchmarks.lot.paper`."""
+    name = f"lot_{task}_{model}.gin"
+    launch.parse_gin([name], [])
+    run = launch.gin_run_config()
+    assert run.task == f"lot_{task}"
+    assert (run.batch_size, run.max_length, run.learning_rate) == (12, 512, 3e-5)
+    assert type(run.model).__name__ == FAMILY.get(model, "T5Config" if "longlm" in model
+                                                   else "BertConfig")  # fmt: skip
+    assert run.require_pretrained == (model != "transformer")
+    if model == "transformer":
+        assert run.model.num_layers == 3 and run.model.hidden_size == 768
+    text = (repo_root / "gin_configs" / "lot" / name).read_text()
+    cited = re.search(r"row (\S+): \w+ ([\d.]+) \(validation\),\n# ([\d.]+) \(test\)", text)
+    assert cited, text
+    assert cited.group(1) == MODELS[model]
+    column = 0 if task == "clozet" else 1
+    for split, value in (("validation", cited.group(2)), ("test", cited.group(3))):
+        assert float(value) == paper.row(paper.TABLE_10, split, MODELS[model]).scores[column]
+
+
+def _lines(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+@pytest.mark.parametrize("task, label_type", [("clozet", str), ("senpos", int)])
+def test_tiny_run_reports_what_the_scorer_reads_from_its_prediction_file(
+    task, label_type, tiny_runner, tmp_path, run_cli
+):
+    runner = tiny_runner(
+        f"lot_{task}_tiny.gin", "RunConfig.num_train_steps = 2", "RunConfig.max_length = 64"
+    )
+    state, _ = runner.train()
+    results = runner.evaluate(state, 2, "validation")
+    assert set(results) == {"accuracy"} and 0.0 <= results["accuracy"] <= 1.0
+    predictions = tmp_path / "run" / "predictions" / f"lot_{task}_validation.jsonl"
+    gold = f"{SAMPLE}/{task}/val.jsonl"
+    scored = run_cli("score", f"lot_{task}", gold, str(predictions))
+    assert scored.returncode == 0, scored.stderr
+    assert json.loads(scored.stdout)["accuracy"] == pytest.approx(results["accuracy"])
+    # The official file line for line: inputs unchanged, the label in the gold's type.
+    written, official = _lines(predictions), _lines(gold)
+    assert len(written) == len(official)
+    for mine, theirs in zip(written, official, strict=True):
+        assert list(mine) == list(theirs)
+        assert {k: v for k, v in mine.items() if k != "label"} == {
+            k: v for k, v in theirs.items() if k != "label"
+        }
+        assert type(mine["label"]) is label_type
+
+    # The test split has no labels: predictions in the official types, no metrics.
+    assert runner.evaluate(state, 2, "test") == {}
+    test_file = tmp_path / "run" / "predictions" / f"lot_{task}_test.jsonl"
+    lines = _lines(test_file)
+    assert len(lines) == len(_lines(f"{SAMPLE}/{task}/test.jsonl"))
+    assert all(type(line["label"]) is label_type for line in lines)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "experiment, task",
+    [
+        ("lot_clozet_longlm_small.gin", "clozet"),
+        ("lot_senpos_mt5_base.gin", "senpos"),
+        ("lot_clozet_longlm_authors.gin", "clozet"),
+    ],
+)
+def test_t5_family_smoke_runs(experiment, task, tmp_path):
+    """local_tiny.gin after a T5 row: the tiny T5 with the bundled spiece.model, the
+    pointer over decoder states (or the authors' step), train and evaluate."""
+    from cmrcx.training.runner import Runner
+
+    launch.parse_gin(
+        [experiment, "local_tiny.gin"],
+        [
+            f"MODEL_DIR = '{tmp_path / 'run'}'",
+            f"DATA_DIR = '{SAMPLE}/{task}'",
+            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
+            "RunConfig.num_train_steps = 2",
+        ],
+    )
+    run = launch.run_config_from_gin()
+    assert type(run.model).__name__ == "T5Config" and run.model.d_model == 32
+    runner = Runner(run)
+    state, _ = runner.train()
+    assert 0.0 <= runner.evaluate(state, 2, "validation")["accuracy"] <= 1.0
