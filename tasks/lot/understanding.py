@@ -125,7 +125,9 @@ def signature(task: str, max_length: int, candidates: int) -> dict[str, tf.Tenso
     if task == AUTHORS:
         tokens = {"inputs": max_length, "targets": max_length + 1}
         spec = {
-            f"{k}{m}": tf.TensorSpec((n,), tf.int32) for k, n in tokens.items() for m in ("", "_mask")
+            f"{key}{suffix}": tf.TensorSpec((length,), tf.int32)
+            for key, length in tokens.items()
+            for suffix in ("", "_mask")
         }
     else:
         spec = {
