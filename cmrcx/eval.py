@@ -11,6 +11,9 @@ A mixture: `python -m cmrcx.eval --mixture=clue --runs_root=DIR [--split validat
 `cmrcx.train` leaves it), prints the paper's table and writes DIR/clue_<split>_results.json;
 `--split test` also writes every official submission file and DIR/clue_submission.zip.
 The diagnostics set is predicted by the CMNLI run when --diagnostics_dir is given.
+`--mixture=lot` prints LOT's Tables 10 and 11 (ClozeT, SenPos; PlotCom, OutGen) with the
+paper's overall scores for the runs under DIR/lot_<task>/, and writes
+DIR/lot_<split>_results.json.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ FLAGS = (
 
 def main_mixture(argv) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--mixture", required=True, help="clue or clue_classification")
+    parser.add_argument("--mixture", required=True, help="clue, clue_classification or lot")
     parser.add_argument("--runs_root", required=True, help="holds one run per task: DIR/<task>/")
     parser.add_argument("--split", default="validation", choices=["validation", "test"])
     parser.add_argument("--diagnostics_dir", default=None, help="the unpacked diagnostics folder")

@@ -6,7 +6,8 @@ evaluates the latest checkpoint of each run with that run's own settings, prints
 paper's table (Table 2 of the CLUE paper: one row, the average over the tasks present,
 the missing ones named) and writes `DIR/<mixture>_<split>_results.json`. For `test` it
 gathers every task's official submission file under `DIR/submission/` and packs them into
-`DIR/<mixture>_submission.zip`, ready to upload.
+`DIR/<mixture>_submission.zip`, ready to upload. `--mixture=lot` prints LOT's Tables 10
+and 11 (`cmrcx.training.lot_tables`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.common import errors
 from cmrcx.common.files import write_atomically
-from cmrcx.training import run_config
+from cmrcx.training import lot_tables, run_config
 
 # mixture -> (columns averaged, extra columns, the metric of each task: Table 2's caption
 # "We report EM for CMRC 2018 and accuracy for all other tasks").
@@ -71,10 +72,16 @@ def evaluate_mixture(
     mixture: str, runs_root: str, split: str = "validation", diagnostics_dir: str | None = None
 ) -> dict:
     """Evaluates every run of the mixture under runs_root; returns the results JSON data."""
-    if mixture not in MIXTURES:
-        raise errors.ConfigError(f"--mixture {mixture!r}: use one of {', '.join(MIXTURES)}")
+    if mixture not in (*MIXTURES, "lot"):
+        raise errors.ConfigError(
+            f"--mixture {mixture!r}: use one of {', '.join((*MIXTURES, 'lot'))}"
+        )
     if not os.path.isdir(runs_root):
         raise errors.ConfigError(f"--runs_root {runs_root} is not a directory")
+    if mixture == "lot":  # Tables 10 and 11 (cmrcx.training.lot_tables)
+        return lot_tables.evaluate_lot(
+            runs_root, split, _find_run, _evaluate_run, run_config.read_run_config
+        )
     columns, extra = MIXTURES[mixture]
     results: list[TaskResult] = []
     missing = []

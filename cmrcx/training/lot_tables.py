@@ -1,0 +1,117 @@
+"""`python -m cmrcx.eval --mixture=lot --runs_root=DIR [--split validation|test]`: LOT's
+Tables 10 and 11 for the runs present.
+
+Each task's run is looked for as `DIR/<task>/run_config.json` (as `cmrcx.train` leaves
+it): ClozeT `lot_clozet` (or the authors' variant `lot_clozet_longlm_authors`), SenPos
+`lot_senpos`, PlotCom `lot_plotcom`, OutGen `lot_outgen`. Each run's latest checkpoint
+is evaluated with its own settings (its official prediction file written as a run's
+evaluation writes it), and the tables are printed in the paper's layout, in % as the
+paper prints them:
+
+    Table 10  ClozeT  SenPos  Overall
+    Table 11  PlotCom B-1 B-2 D-1 D-2  OutGen B-1 B-2 D-1 D-2 Cover Order  Overall
+
+with the paper's overall score of each table (`cmrcx.benchmarks.lot.overall`: weights
+from the human and BERT-base / GPT2-base rows of the split) when all of its columns are
+present, and, for OutGen, the competition organisers' weighted score (their eval.py's
+加权总得分; fractions, LongLM-small baseline). Table 11's D-n are word-level
+(`word-distinct-n`), as the paper's are; the public eval.py's character-level
+`distinct-n` is in the results JSON. `DIR/lot_<split>_results.json` gets every metric.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from cmrcx.benchmarks.lot import overall, paper
+from cmrcx.common.files import write_atomically
+
+# Table column group -> the run tasks that can fill it, first found wins.
+RUNS = {
+    "lot_clozet": ("lot_clozet", "lot_clozet_longlm_authors"),
+    "lot_senpos": ("lot_senpos",),
+    "lot_plotcom": ("lot_plotcom",),
+    "lot_outgen": ("lot_outgen",),
+}
+_TABLES = (
+    ("Table 10", paper.TABLE_10_COLUMNS, overall.understanding_overall),
+    ("Table 11", paper.TABLE_11_COLUMNS, overall.generation_overall),
+)
+
+
+def evaluate_lot(runs_root: str, split: str, find_run, evaluate_run, read_run_config) -> dict:
+    """Evaluates every LOT run under runs_root; prints the tables; returns the results.
+
+    find_run, evaluate_run, read_run_config: `cmrcx.training.mixture_eval`'s (the run of a
+    task under runs_root, a run's evaluation of a split, its run_config.json).
+    """
+    metrics: dict[str, dict[str, float]] = {}
+    runs = {}
+    missing = []
+    for task, candidates in RUNS.items():
+        found = find_run(runs_root, candidates)
+        if found is None:
+            missing.append(task)
+            continue
+        name, run_dir = found
+        run = dataclasses.replace(read_run_config(run_dir), model_dir=run_dir)
+        print(f"--- {task}: {name} ({run_dir})", flush=True)
+        step, results = evaluate_run(run, split)
+        metrics[task] = results
+        runs[task] = {"task": name, "run_dir": run_dir, "step": step}
+    summary = summarize(metrics, split)
+    summary.update({"runs": runs, "missing": missing, "metrics": metrics})
+    path = os.path.join(runs_root, f"lot_{split}_results.json")
+    write_atomically(path, json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    print(format_tables(summary))
+    print(f"results: {path}")
+    return summary
+
+
+def summarize(metrics: dict[str, dict[str, float]], split: str) -> dict:
+    """The tables' cells (%) and overall scores from each task's metric dict (fractions)."""
+    tables = {}
+    for title, columns, overall_fn in _TABLES:
+        cells = {}
+        for column, task, key in columns:
+            value = metrics.get(task, {}).get(key)
+            cells[column] = None if value is None else 100.0 * value
+        complete = all(v is not None for v in cells.values())
+        scores = [cells[c] for c, _, _ in columns]
+        tables[title] = {
+            "columns": [c for c, _, _ in columns],
+            "cells": cells,
+            "overall": overall_fn(split, scores) if complete else None,
+        }
+    outgen = metrics.get("lot_outgen", {})
+    organisers = None
+    if all(k in outgen for k in overall.ORGANISERS_METRICS):
+        organisers = overall.organisers_weighted_score(outgen, split)
+    return {"mixture": "lot", "split": split, "tables": tables, "organisers_outgen": organisers}
+
+
+def format_tables(summary: dict) -> str:
+    """Tables 10 and 11 in the paper's layout; '-' where a run is missing."""
+    lines = [f"lot {summary['split']}"]
+    for title, table in summary["tables"].items():
+        columns = [*table["columns"], "Overall"]
+        values = [*(table["cells"][c] for c in table["columns"]), table["overall"]]
+        if all(v is None for v in values):
+            continue
+        cells = ["-" if v is None else f"{v:.2f}" for v in values]
+        widths = [max(len(c), len(v)) for c, v in zip(columns, cells, strict=True)]
+        lines.append(title)
+        lines.append("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
+        lines.append("  ".join(v.rjust(w) for v, w in zip(cells, widths, strict=True)))
+        if table["overall"] is None:
+            lines.append("Overall: needs every column of the table (the paper's weights)")
+    if summary.get("organisers_outgen") is not None:
+        lines.append(
+            "OutGen, the competition organisers' weighted score (their eval.py, fractions): "
+            f"{summary['organisers_outgen']:.4f}"
+        )
+    if summary.get("missing"):
+        lines.append(f"missing (no run under runs_root): {', '.join(summary['missing'])}")
+    return "\n".join(lines)
