@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import flax.linen as nn
 
-from cmrcx.models import bert, heads, t5
+from cmrcx.models import bert, heads, t5, xlnet
 
 
 class HeadOptions(NamedTuple):
@@ -53,6 +53,10 @@ class Family:
     # weight_table, params_from_hf, hf_tensors, describe, read_dir, write_hf_dir,
     # vocabulary_files (see cmrcx/weights/__init__.py). None: cmrcx.weights.<name>.
     weights: str | ModuleType | None = None
+    # How tasks frame an example for `encoder` and tokenize it (`cmrcx.vocab.layouts`):
+    # "bert": WordPiece, [CLS] a [SEP] b [SEP], padded on the right; "xlnet": XLNet's
+    # SentencePiece preprocessing, a <sep> b <sep> <cls>, padded on the left.
+    input_layout: str = "bert"
 
 
 # The family of exports written before model_config.json named one (they are BERT).
@@ -176,5 +180,29 @@ register(
         hf_model_types=("t5", "mt5"),  # LongLM, T5 v1.0 / v1.1; mT5
         seq2seq=t5.T5ForConditionalGeneration,
         decode_model=t5.T5DecodeModel,
+    )
+)
+
+
+def _xlnet_encoder(config: xlnet.XLNetConfig, name: str) -> nn.Module:
+    return xlnet.XLNetEncoder(config, name=name)
+
+
+def _xlnet_heads(config: xlnet.XLNetConfig) -> HeadOptions:
+    # transformers' XLNetForSequenceClassification / ForMultipleChoice: the summary's last
+    # dropout, then logits_proj (normal init, initializer_range).
+    return HeadOptions(config.summary_last_dropout, config.initializer_range)
+
+
+register(
+    Family(
+        name="xlnet",
+        config_class=xlnet.XLNetConfig,
+        vocabulary="sentencepiece",
+        vocab_file="spiece.model",
+        hf_model_types=("xlnet",),  # Chinese XLNet (hfl/chinese-xlnet-mid, -base)
+        encoder=_xlnet_encoder,
+        head_options=_xlnet_heads,
+        input_layout="xlnet",
     )
 )
