@@ -57,6 +57,9 @@ class Family:
     # "bert": WordPiece, [CLS] a [SEP] b [SEP], padded on the right; "xlnet": XLNet's
     # SentencePiece preprocessing, a <sep> b <sep> <cls>, padded on the left.
     input_layout: str = "bert"
+    # The bundled vocabulary of the family's models/<family>/tiny.gin (`cmrcx:` path):
+    # local_tiny.gin's VOCAB_FILE 'cmrcx:tiny' stands for it (RunConfig.checked).
+    tiny_vocab_file: str = "cmrcx:data/tiny_vocab.txt"
 
 
 # The family of exports written before model_config.json named one (they are BERT).
@@ -180,6 +183,7 @@ register(
         hf_model_types=("t5", "mt5"),  # LongLM, T5 v1.0 / v1.1; mT5
         seq2seq=t5.T5ForConditionalGeneration,
         decode_model=t5.T5DecodeModel,
+        tiny_vocab_file="cmrcx:data/longlm_tiny/spiece.model",
     )
 )
 
@@ -204,5 +208,6 @@ register(
         encoder=_xlnet_encoder,
         head_options=_xlnet_heads,
         input_layout="xlnet",
+        tiny_vocab_file="cmrcx:data/xlnet_tiny/spiece.model",
     )
 )
