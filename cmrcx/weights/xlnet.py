@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
@@ -305,8 +306,8 @@ def write_hf_dir(out: str, params, config: XLNetConfig, vocab_file: str | None) 
         for name, value in hf_tensors(params, config)
     )
     hf_io.write_hf_model(out, config_to_hf(config), tensors)
-    if vocab_file:
-        hf_io.copy_files(os.path.dirname(vocab_file), out, [os.path.basename(vocab_file)])
+    if vocab_file:  # under the name XLNetTokenizer reads, whatever the run's file is called
+        shutil.copyfile(vocab_file, os.path.join(out, "spiece.model"))
 
 
 # ---------------------------------------------------------------------------
