@@ -19,6 +19,12 @@ OUT gets params/ (the whole encoder-decoder, under "t5"), model_config.json
 tokenizer JSONs). Every tensor must fit; copies of the shared embedding are
 dropped and reported.
 
+XLNet family (config.json model_type "xlnet"): Chinese XLNet (hfl/chinese-xlnet-mid) and
+any XLNetModel / XLNetLMHeadModel / XLNetFor* directory. OUT gets params/ (the encoder and
+its sequence summary, under "xlnet"; a summary starts fresh when the source has none),
+model_config.json and spiece.model; mask_emb, the LM head and task layers are dropped and
+reported.
+
 Which family reads DIR is config.json's `model_type` (`cmrcx.models.registry`: each
 family lists its types); a directory without one is BERT's (a Google TF release). The
 family's weights module (`cmrcx.weights.<family>`) reads it.
@@ -26,7 +32,8 @@ family's weights module (`cmrcx.weights.<family>`) reads it.
 --verify then runs the source model in PyTorch (transformers, built from DIR)
 and the converted Flax model on random inputs with padding, prints the largest
 absolute differences (BERT: final hidden states; T5: encoder states and
-teacher-forced logits) and exits 1 when one exceeds --verify_atol.
+teacher-forced logits; XLNet: hidden states on left-padded inputs) and exits 1 when
+one exceeds --verify_atol.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ MODELS = {
         ("roberta_large", "bert/roberta_large", "bert_chinese"),
         ("roberta_wwm_ext", "bert/base", "bert_chinese"),
         ("roberta_wwm_ext_large", "bert/large", "bert_chinese"),
+        ("xlnet_mid", "xlnet/mid", "xlnet_mid"),
     )
 }
 

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import flax.linen as nn
 
-from cmrcx.models import bert, heads, t5
+from cmrcx.models import bert, heads, t5, xlnet
 
 
 class HeadOptions(NamedTuple):
@@ -60,6 +60,13 @@ class Family:
     # weight_table, params_from_hf, hf_tensors, describe, read_dir, write_hf_dir,
     # vocabulary_files (see cmrcx/weights/__init__.py). None: cmrcx.weights.<name>.
     weights: str | ModuleType | None = None
+    # How tasks frame an example for `encoder` and tokenize it (`cmrcx.vocab.layouts`):
+    # "bert": WordPiece, [CLS] a [SEP] b [SEP], padded on the right; "xlnet": XLNet's
+    # SentencePiece preprocessing, a <sep> b <sep> <cls>, padded on the left.
+    input_layout: str = "bert"
+    # The bundled vocabulary of the family's models/<family>/tiny.gin (`cmrcx:` path):
+    # local_tiny.gin's VOCAB_FILE 'cmrcx:tiny' stands for it (RunConfig.checked).
+    tiny_vocab_file: str = "cmrcx:data/tiny_vocab.txt"
 
 
 # The family of exports written before model_config.json named one (they are BERT).
@@ -196,5 +203,31 @@ register(
         seq2seq=t5.T5ForConditionalGeneration,
         decode_model=t5.T5DecodeModel,
         token_states=_t5_token_states,
+        tiny_vocab_file="cmrcx:data/longlm_tiny/spiece.model",
+    )
+)
+
+
+def _xlnet_encoder(config: xlnet.XLNetConfig, name: str) -> nn.Module:
+    return xlnet.XLNetEncoder(config, name=name)
+
+
+def _xlnet_heads(config: xlnet.XLNetConfig) -> HeadOptions:
+    # transformers' XLNetForSequenceClassification / ForMultipleChoice: the summary's last
+    # dropout, then logits_proj (normal init, initializer_range).
+    return HeadOptions(config.summary_last_dropout, config.initializer_range)
+
+
+register(
+    Family(
+        name="xlnet",
+        config_class=xlnet.XLNetConfig,
+        vocabulary="sentencepiece",
+        vocab_file="spiece.model",
+        hf_model_types=("xlnet",),  # Chinese XLNet (hfl/chinese-xlnet-mid, -base)
+        encoder=_xlnet_encoder,
+        head_options=_xlnet_heads,
+        input_layout="xlnet",
+        tiny_vocab_file="cmrcx:data/xlnet_tiny/spiece.model",
     )
 )

@@ -19,6 +19,9 @@ from cmrcx.models.bert import BertConfig
 from cmrcx.training.partitioning import RULE_SETS
 
 OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
+# RunConfig.vocab_file standing for the model family's bundled tiny vocabulary
+# (`cmrcx.models.registry.Family.tiny_vocab_file`): local_tiny.gin's, whatever the family.
+TINY_VOCABULARY = "cmrcx:tiny"
 DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019, ChID)
 
 
@@ -88,11 +91,14 @@ class RunConfig:
 
     def checked(self) -> RunConfig:
         """Paths resolved; ConfigError naming what is missing and how to give it."""
+        vocab_file = self.vocab_file
+        if vocab_file == TINY_VOCABULARY:
+            vocab_file = registry.family_of(self.model).tiny_vocab_file
         run = dataclasses.replace(
             self,
             model_dir=resolve_path(self.model_dir),
             data_dir=resolve_path(self.data_dir),
-            vocab_file=resolve_path(self.vocab_file),
+            vocab_file=resolve_path(vocab_file),
             pretrained=resolve_path(self.pretrained),
             validation_data_dir=resolve_path(self.validation_data_dir),
         )
@@ -160,6 +166,8 @@ _FREE_MODEL_FIELDS = (
     "hidden_dropout",
     "attention_dropout",
     "dropout_rate",
+    "dropout",
+    "summary_last_dropout",
 )
 
 

@@ -9,12 +9,14 @@ read, and its TFDS copy prepared, only when that split is first asked for.
 
 Pipeline per record of the `clue` TFDS builder (``text_a``, ``text_b`` already built
 the baseline's way: WSC spans marked, CSL keywords joined):
-  1. `tokenize_pair`: WordPiece ids of both texts (`WordPieceVocabulary.encode_tf`).
+  1. `tokenize_pair`: the ids of both texts (`WordPieceVocabulary.encode_tf`; for the
+     "xlnet" input layout of `cmrcx.vocab.layouts`, `XLNetVocabulary`'s).
   2. `bert_classification_inputs`: ``[CLS] a [SEP] b [SEP]`` (``[CLS] a [SEP]`` when b
      has no tokens) cut by the BERT runner's rule (`kept_lengths`), padded to
-     ``max_length``; ``label`` = the class index, -1 in the test split; ``id`` (JSON
-     text, `cmrcx.datasets.clue.record_id`) and ``line_number`` carried for the
-     submission writer.
+     ``max_length`` (the "xlnet" layout: `xlnet_classification_inputs`, ``a <sep> b
+     <sep> <cls>`` cut by the same rule and padded on the left); ``label`` = the class
+     index, -1 in the test split; ``id`` (JSON text, `cmrcx.datasets.clue.record_id`)
+     and ``line_number`` carried for the submission writer.
 
 Predictions are class indices (argmax over the head's ``num_classes`` logits, in the
 table's label order); `label_postprocessor` turns them, and the targets, into the
@@ -42,7 +44,7 @@ from cmrcx.benchmarks.clue.submission import labels_from_indices
 from cmrcx.benchmarks.clue.tasks import TASKS, ClueTask, get_task
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.tasks import task_name
-from cmrcx.vocab.wordpiece import WordPieceVocabulary
+from cmrcx.vocab import layouts
 
 MIXTURE_NAMES = ("clue_classification", "clue")
 # The table's `metric` -> a `(targets, predictions) -> dict` function.
@@ -54,8 +56,8 @@ _NUMBERS = seqio.PassThroughVocabulary(size=0)
 # --- Preprocessors ----------------------------------------------------------------------
 
 
-def tokenize_pair(dataset: tf.data.Dataset, vocabulary: WordPieceVocabulary) -> tf.data.Dataset:
-    """Adds the WordPiece ids of both texts.
+def tokenize_pair(dataset: tf.data.Dataset, vocabulary: seqio.Vocabulary) -> tf.data.Dataset:
+    """Adds the ids of both texts (WordPiece; XLNet's SentencePiece for the "xlnet" layout).
 
     {"text_a": "怎么还款", "text_b": "如何还钱", ...} ->
     {..., "ids_a": [怎, 么, 还, 款], "ids_b": [如, 何, 还, 钱]} (int32 ids; "" gives []).
@@ -134,6 +136,64 @@ def bert_classification_inputs(
     return dataset.map(frame, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+# XLNetTokenizer's token type of padding (transformers 4's `pad_token_type_id`; transformers
+# 5 pads with 0, the CLUE baseline with 4): the model only asks
+# whether two tokens share a type, and padding is masked.
+XLNET_PAD_TYPE = 3
+
+
+def xlnet_classification_inputs(
+    dataset: tf.data.Dataset, *, max_length: int, cls_id: int, sep_id: int, pad_id: int
+) -> tf.data.Dataset:
+    """The encoder input of the CLUE XLNet baseline's ``convert_single_example``
+    (baselines/models/xlnet/classifier_utils.py), fixed length, padded on the left.
+
+    {"ids_a": [怎, 么, 还, 款], "ids_b": [如, 何], "label_index": 1, ...} with max_length 8
+    -> {"input_ids": [怎, 么, 还, <sep>, 如, 何, <sep>, <cls>],
+        "token_type_ids": [0, 0, 0, 0, 1, 1, 1, 2], "input_mask": [1] * 8, ...}
+    The same cut as BERT's (`kept_lengths`: three special tokens for a pair, two for a
+    single text, whose layout is ``a <sep> <cls>``); shorter inputs get ``pad_id`` in
+    front, mask 0 and token type `XLNET_PAD_TYPE` there, as XLNetTokenizer pads
+    (padding_side "left"). The baseline pads ids with 0 and types with 4: the encoder
+    ignores both (masked keys; a type only says "same segment or not").
+    """
+
+    def pad(values, value):
+        padded = tf.pad(values, [[max_length - tf.size(values), 0]], constant_values=value)
+        return tf.ensure_shape(padded, [max_length])
+
+    def frame(example):
+        ids_a, ids_b = example["ids_a"], example["ids_b"]
+        keep_a, keep_b = kept_lengths(tf.size(ids_a), tf.size(ids_b), max_length)
+        second_sep = tf.minimum(keep_b, 1)
+        input_ids = tf.concat(
+            [ids_a[:keep_a], [sep_id], ids_b[:keep_b], tf.fill([second_sep], sep_id), [cls_id]],
+            axis=0,
+        )
+        type_ids = tf.concat(
+            [
+                tf.zeros([keep_a + 1], tf.int32),
+                tf.ones([keep_b + second_sep], tf.int32),
+                [2],
+            ],
+            axis=0,
+        )
+        return {
+            "input_ids": pad(input_ids, pad_id),
+            "token_type_ids": pad(type_ids, XLNET_PAD_TYPE),
+            "input_mask": pad(tf.ones_like(input_ids), 0),
+            "label": example["label_index"],
+            "id": example["id"],
+            "line_number": example["line_number"],
+        }
+
+    return dataset.map(frame, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+# The frame of each input layout (`cmrcx.vocab.layouts`).
+FRAMES = {"bert": bert_classification_inputs, "xlnet": xlnet_classification_inputs}
+
+
 # --- Postprocessing ---------------------------------------------------------------------
 
 
@@ -194,12 +254,13 @@ def register(
     max_length: int | None = 128,
     lower_case: bool = True,
     tfds_cache_dir: str | None = None,
+    input_layout: str = "bert",
 ) -> list[str]:
     """Registers a SeqIO task per task of ``data_dirs`` and the two CLUE mixtures.
 
     Args:
       vocabulary_name: suffix of the task names, e.g. "bert_chinese".
-      vocab_file: the BERT ``vocab.txt``.
+      vocab_file: the ``vocab.txt`` (BERT) or ``spiece.model`` (XLNet) of the layout.
       data_dirs: table task name (``"clue_afqmc"``) -> its unpacked official folder
         (``.../afqmc_public``). Rows not named here are not registered.
       max_length: encoder length of every task (one length, so the mixtures batch).
@@ -207,6 +268,8 @@ def register(
         right for one-task runs, but then CSL's examples are longer than the others'.
       lower_case: lower-case before WordPiece (the Chinese BERTs do).
       tfds_cache_dir: where prepared splits go (default ~/.cache/cmrcx/tfds).
+      input_layout: the model family's (`cmrcx.vocab.layouts`): "bert" ([CLS] a [SEP]
+        b [SEP], WordPiece) or "xlnet" (a <sep> b <sep> <cls> padded on the left).
 
     Returns:
       The registered task names, in table order. Registering again with the same
@@ -218,7 +281,7 @@ def register(
         raise ValueError("register: no data dirs given, so no CLUE task to register")
     if max_length is not None and max_length < 3:
         raise ValueError(f"max_length {max_length} leaves no room for [CLS] a [SEP]")
-    vocabulary = WordPieceVocabulary(vocab_file, lower_case=lower_case)
+    vocabulary = layouts.vocabulary(input_layout, vocab_file, lower_case)
     tokenize = functools.partial(tokenize_pair, vocabulary=vocabulary)
     versions = collections.Counter(row.dataset for row in rows)
     names, rates = [], []
@@ -228,7 +291,7 @@ def register(
         if row.name not in data_dirs:
             continue
         frame = functools.partial(
-            bert_classification_inputs,
+            FRAMES[input_layout],
             max_length=max_length or row.max_length,
             cls_id=vocabulary.cls_id,
             sep_id=vocabulary.sep_id,

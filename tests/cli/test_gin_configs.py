@@ -58,8 +58,8 @@ def test_every_old_path_names_an_existing_file():
     # Every experiment was at the top level before the folders: its old name still finds it.
     for path in launch.bundled_gin_files():
         folder, name = os.path.split(path)
-        if folder in ("cmrc2019", "clue", "lot"):
-            assert launch.moved_gin_file(name) == path
+        if folder in ("cmrc2019", "clue", "lot") and not name.startswith("lot_"):
+            assert launch.moved_gin_file(name) == path  # (LOT's task files came after)
 
 
 def test_an_old_model_path_binds_what_the_new_one_does():

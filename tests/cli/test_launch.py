@@ -6,6 +6,7 @@ import gin
 import pytest
 
 from cmrcx.cli import launch
+from cmrcx.models import registry
 from cmrcx.common import errors, paths
 
 
@@ -64,7 +65,8 @@ def test_local_tiny_overlay_turns_the_paper_config_into_a_smoke_run():
     run = launch.gin_run_config()
     assert run.model.hidden_size == 128 and run.max_length == 128
     assert not run.require_pretrained and run.pretrained is None
-    assert run.vocab_file.endswith("tiny_vocab.txt")
+    assert run.vocab_file == "cmrcx:tiny"  # checked(): the family's bundled tiny vocabulary
+    assert registry.family_of(run.model).tiny_vocab_file.endswith("tiny_vocab.txt")
 
 
 def test_local_tiny_shrinks_whichever_family_the_experiment_chose():
@@ -72,7 +74,7 @@ def test_local_tiny_shrinks_whichever_family_the_experiment_chose():
     run = launch.gin_run_config()
     assert type(run.model).__name__ == "T5Config"
     assert (run.model.d_model, run.model.vocab_size) == (32, 512)
-    assert run.vocab_file.endswith("longlm_tiny/spiece.model")
+    assert registry.family_of(run.model).tiny_vocab_file.endswith("longlm_tiny/spiece.model")
 
 
 def test_unknown_gin_file_lists_the_bundled_ones():

@@ -1,0 +1,341 @@
+"""XLNet weights between cmrcx (Flax) and HuggingFace checkpoints.
+
+The XLNet row of `cmrcx.models.registry` (config.json model_type "xlnet"). Same function
+names as every family's weights module (see `cmrcx.weights`): config_from_hf,
+config_to_hf, weight_table, params_from_hf, hf_tensors, describe, read_dir,
+write_hf_dir, vocabulary_files, verify.
+
+A release is a HuggingFace directory: config.json + model.safetensors or
+pytorch_model.bin, + spiece.model (hfl/chinese-xlnet-mid and -base: Chinese XLNet,
+ymcui/Chinese-PreTrained-XLNet, converted by its authors). It may hold an `XLNetModel`
+(bare tensor names), an `XLNetLMHeadModel` or any XLNetFor* task model (`transformer.`
+prefix). Google-style TF checkpoints (xlnet_model.ckpt, the CLUE baseline's download)
+are not read: convert them with transformers' XLNet TF converter first.
+
+One table, `weight_table(config)`, pairs every parameter of
+`cmrcx.models.xlnet.XLNetEncoder` with its HuggingFace name. The encoder's sequence
+summary (`sequence_summary`) is transformers' `sequence_summary.summary` of
+XLNetForSequenceClassification / ForMultipleChoice; a checkpoint without one
+(XLNetModel, XLNetLMHeadModel) gets a fresh one, reported (as BERT's missing pooler).
+Dropped and reported: `mask_emb` (the query stream's input, pretraining only), the LM
+head (`lm_loss.*`, tied to the embedding) and the task layers (`logits_proj.*`,
+`qa_outputs.*`, XLNetForQuestionAnswering's `start_logits.*`, `end_logits.*`,
+`answer_class.*`): a cmrcx export is the encoder, the task head starts fresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from cmrcx.models import registry
+from cmrcx.models.xlnet import ACTIVATIONS, XLNetConfig
+from cmrcx.weights import exports, hf_io
+from cmrcx.weights.hf_io import PretrainedFormatError, Release
+from cmrcx.weights.table import (
+    WeightError,
+    params_from_table,
+    stack_layers,
+    tensors_from_table,
+    to_flax,
+    to_torch,
+    unstack_layers,
+)
+
+__all__ = [  # the names of every family's weights module (cmrcx/weights/__init__.py)
+    "WeightError",
+    "PretrainedFormatError",
+    "config_from_hf",
+    "config_to_hf",
+    "weight_table",
+    "params_from_hf",
+    "hf_tensors",
+    "describe",
+    "read_dir",
+    "vocabulary_files",
+    "write_hf_dir",
+    "verify",
+    "Entry",
+    "normalize_hf_names",
+    "with_fresh_summary",
+]
+
+# HuggingFace config.json key -> XLNetConfig field.
+HF_CONFIG_KEYS = {
+    "vocab_size": "vocab_size",
+    "d_model": "d_model",
+    "n_layer": "num_layers",
+    "n_head": "num_heads",
+    "d_inner": "d_inner",
+    "ff_activation": "ff_activation",
+    "layer_norm_eps": "layer_norm_eps",
+    "dropout": "dropout",
+    "clamp_len": "clamp_len",
+    "summary_last_dropout": "summary_last_dropout",
+    "initializer_range": "initializer_range",
+}
+# What the fine-tuning network computes; a config.json saying otherwise is refused
+# (transformers' XLNetConfig defaults on the right).
+REQUIRED_SETTINGS = {
+    "attn_type": "bi",
+    "bi_data": False,
+    "summary_type": "last",
+    "summary_use_proj": True,
+    "summary_activation": "tanh",
+    "summary_proj_to_labels": False,  # not an XLNetConfig field; its absence is false
+}
+
+# The encoder's name inside transformers' XLNet task models (base_model_prefix).
+ENCODER_PREFIX = "transformer."
+SUMMARY_HF = ("sequence_summary.summary.bias", "sequence_summary.summary.weight")
+SUMMARY_SEED = 0  # jax.random.key of a fresh summary kernel: conversions are reproducible
+DROPPED_HF = re.compile(
+    r"^(mask_emb$|lm_loss\.|logits_proj\.|qa_outputs\.|start_logits\.|end_logits\.|answer_class\.)"
+)
+
+
+class Entry(NamedTuple):
+    path: tuple[str, ...]  # cmrcx parameter path under params["xlnet"] (`layer_i`: block i)
+    hf_name: str  # XLNetModel state_dict key (the summary: XLNetForSequenceClassification's)
+    layout: str  # how the torch tensor becomes the Flax one (`table.to_flax`)
+
+
+def weight_table(config: XLNetConfig) -> list[Entry]:
+    """Every encoder parameter of `config`, with its HuggingFace name."""
+    entries = [Entry(("word_embedding", "embedding"), "word_embedding.weight", "same")]
+    for i in range(config.num_layers):
+        ours, hf = (f"layer_{i}",), f"layer.{i}."
+        # q, k, v, o, r are [d_model, heads, head_dim] nn.Parameters in transformers too.
+        for name in ("q", "k", "v", "o", "r", "r_r_bias", "r_s_bias", "r_w_bias", "seg_embed"):
+            entries.append(Entry((*ours, "rel_attn", name), f"{hf}rel_attn.{name}", "same"))
+        entries += _layer_norm((*ours, "rel_attn", "layer_norm"), f"{hf}rel_attn.layer_norm")
+        for name in ("layer_1", "layer_2"):
+            entries.append(Entry((*ours, name, "kernel"), f"{hf}ff.{name}.weight", "dense"))
+            entries.append(Entry((*ours, name, "bias"), f"{hf}ff.{name}.bias", "same"))
+        entries += _layer_norm((*ours, "ff_layer_norm"), f"{hf}ff.layer_norm")
+    entries.append(Entry(("sequence_summary", "kernel"), SUMMARY_HF[1], "dense"))
+    entries.append(Entry(("sequence_summary", "bias"), SUMMARY_HF[0], "same"))
+    return entries
+
+
+def _layer_norm(path: tuple[str, ...], hf: str) -> list[Entry]:
+    return [
+        Entry((*path, "scale"), f"{hf}.weight", "same"),
+        Entry((*path, "bias"), f"{hf}.bias", "same"),
+    ]
+
+
+def _expected_shape(entry: Entry, config: XLNetConfig) -> tuple[int, ...]:
+    """The Flax shape of `entry`'s parameter."""
+    d, heads, head_dim, inner = config.d_model, config.num_heads, config.head_dim, config.d_inner
+    leaf, parent = entry.path[-1], entry.path[-2]
+    if leaf == "embedding":
+        return (config.vocab_size, d)
+    if leaf in ("q", "k", "v", "o", "r"):
+        return (d, heads, head_dim)
+    if leaf in ("r_r_bias", "r_s_bias", "r_w_bias"):
+        return (heads, head_dim)
+    if leaf == "seg_embed":
+        return (2, heads, head_dim)
+    if parent == "layer_1":
+        return (d, inner) if leaf == "kernel" else (inner,)
+    if parent == "layer_2":
+        return (inner, d) if leaf == "kernel" else (d,)
+    if parent == "sequence_summary":
+        return (d, d) if leaf == "kernel" else (d,)
+    return (d,)  # LayerNorm scale and bias
+
+
+def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[str]]:
+    """(tensors under XLNetModel's names plus the summary, names dropped): strips the task
+    models' `transformer.` prefix; drops `DROPPED_HF` (mask_emb, LM and task layers)."""
+    out, dropped = {}, []
+    for name, value in tensors.items():
+        name = name.removeprefix(ENCODER_PREFIX)
+        if DROPPED_HF.search(name):
+            dropped.append(name)
+        else:
+            out[name] = value
+    return out, sorted(dropped)
+
+
+def with_fresh_summary(
+    hf_tensors: Mapping[str, np.ndarray], config: XLNetConfig
+) -> tuple[dict, list[str]]:
+    """(tensors with a fresh sequence summary if the source has none, names made fresh).
+
+    Initialised as `XLNetEncoder` initialises `sequence_summary`: the kernel normal
+    with stddev initializer_range (key `SUMMARY_SEED`), the bias zeros. A source with
+    half a summary gets nothing added, so `params_from_hf` reports the other half.
+    """
+    if any(name in hf_tensors for name in SUMMARY_HF):
+        return dict(hf_tensors), []
+    import jax  # only here: the rest of the conversion is numpy
+
+    d = config.d_model
+    init = jax.nn.initializers.normal(config.initializer_range)
+    kernel = np.asarray(init(jax.random.key(SUMMARY_SEED), (d, d), np.float32))
+    fresh = {SUMMARY_HF[0]: np.zeros([d], np.float32), SUMMARY_HF[1]: to_torch(kernel, "dense")}
+    return {**hf_tensors, **fresh}, sorted(fresh)
+
+
+def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: XLNetConfig, source: str) -> dict:
+    """HF-named tensors (XLNetModel names + the summary) -> `params["xlnet"]` (float32).
+
+    Raises WeightError listing every missing, unknown and misshapen tensor at once.
+    """
+
+    def to_param(entry, value):
+        value = to_flax(value, entry.layout, config.num_heads)
+        want = _expected_shape(entry, config)
+        return value, None if value.shape == want else f"{value.shape} (expected {want})"
+
+    params = params_from_table(hf_tensors, weight_table(config), to_param, source, "XLNet")
+    return stack_layers(params, config.num_layers)
+
+
+def hf_tensors(params: Mapping, config: XLNetConfig) -> Iterator[tuple[str, np.ndarray]]:
+    """cmrcx `params["xlnet"]` -> (HF name, torch-layout float32 tensor) pairs."""
+    yield from tensors_from_table(unstack_layers(params, config.num_layers), weight_table(config))
+
+
+# ---------------------------------------------------------------------------
+# Configs and release directories
+
+
+def config_from_hf(raw: Mapping, path: str = "config.json", tensors=None) -> XLNetConfig:
+    """XLNetConfig from a HuggingFace config.json dict (at `path`, named in errors;
+    `tensors` unused). PretrainedFormatError for what the fine-tuning network does not
+    compute: another model_type or activation, `attn_type` "uni", `bi_data`, a summary
+    other than tanh(projection(last token))."""
+    model_type = raw.get("model_type")
+    if model_type not in registry.family("xlnet").hf_model_types:
+        raise PretrainedFormatError(f"{path}: model_type {model_type!r} is not xlnet")
+    activation = raw.get("ff_activation", "gelu")
+    if activation not in ACTIVATIONS:
+        raise PretrainedFormatError(
+            f"{path}: ff_activation {activation!r}; cmrcx XLNet has {', '.join(ACTIVATIONS)}"
+        )
+    for key, value in REQUIRED_SETTINGS.items():
+        if raw.get(key, value) != value:
+            raise PretrainedFormatError(
+                f"{path}: {key} {raw[key]!r}; the cmrcx XLNet encoder (fine-tuning) computes "
+                f"{key} {value!r} only"
+            )
+    d_head = raw.get("d_head")
+    if d_head is not None and d_head * raw.get("n_head", 16) != raw.get("d_model", 1024):
+        raise PretrainedFormatError(f"{path}: d_head {d_head} is not d_model / n_head")
+    return XLNetConfig(**{field: raw[key] for key, field in HF_CONFIG_KEYS.items() if key in raw})
+
+
+def config_to_hf(config: XLNetConfig) -> dict:
+    """config.json for transformers' XLNetModel (and its task models)."""
+    out = {key: getattr(config, field) for key, field in HF_CONFIG_KEYS.items()}
+    return {
+        "architectures": ["XLNetForSequenceClassification"],
+        "model_type": "xlnet",
+        "d_head": config.head_dim,
+        **{k: v for k, v in REQUIRED_SETTINGS.items() if k != "summary_proj_to_labels"},
+        "mem_len": None,
+        "pad_token_id": 5,  # Chinese XLNet's spiece.model: <pad> 5, <s> 1, </s> 2
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        **out,
+    }
+
+
+def describe(config: XLNetConfig) -> str:
+    """The geometry `cmrcx.convert` prints."""
+    fields = dataclasses.asdict(config)
+    keys = ("vocab_size", "d_model", "num_layers", "num_heads", "d_inner", "ff_activation")
+    return ", ".join(f"{k}={fields[k]}" for k in (*keys, "layer_norm_eps", "clamp_len"))
+
+
+def read_dir(directory: str) -> Release:
+    """The encoder of a HuggingFace XLNet directory (`hf_io.Release`; its notes: the tensors
+    dropped, and a summary initialised fresh).
+
+    Raises PretrainedFormatError (not an XLNet release) or WeightError (tensors that do
+    not fit; only a missing sequence summary is filled in, fresh).
+    """
+    directory = os.path.abspath(directory)
+    raw, path = hf_io.read_hf_config(directory)
+    config = config_from_hf(raw, path)
+    tensors, source = hf_io.read_hf_weights(directory)
+    named, dropped = normalize_hf_names(tensors)
+    named, fresh = with_fresh_summary(named, config)
+    params = params_from_hf(named, config, f"{directory} ({source})")
+    notes = []
+    if dropped:
+        notes.append(
+            f"dropped {len(dropped)} tensors outside the fine-tuning encoder "
+            f"(mask_emb, LM and task layers): {', '.join(dropped)}"
+        )
+    if fresh:
+        notes.append(
+            f"initialised fresh ({len(fresh)}): {', '.join(fresh)} (not in the checkpoint: "
+            "XLNetModel and XLNetLMHeadModel save no sequence summary)"
+        )
+    extra = {"source_model_type": "xlnet", **({"initialised_fresh": fresh} if fresh else {})}
+    return Release(config, params, source, "xlnet", dropped, notes, extra)
+
+
+def vocabulary_files(directory: str) -> list[str]:
+    """["spiece.model"]: what `cmrcx.convert` copies; PretrainedFormatError if missing."""
+    if not os.path.isfile(os.path.join(directory, "spiece.model")):
+        raise PretrainedFormatError(f"{directory}: no spiece.model")
+    return ["spiece.model"]
+
+
+def write_hf_dir(out: str, params, config: XLNetConfig, vocab_file: str | None) -> None:
+    """A HuggingFace XLNet directory: config.json, model.safetensors, spiece.model.
+
+    The encoder under `transformer.` and the sequence summary, as
+    XLNetForSequenceClassification names them (its logits_proj, a task layer, is left
+    out: transformers starts it fresh, and XLNetModel reads the `transformer.` tensors).
+    `mask_emb` (pretraining only) is not written either. params: `params["xlnet"]`.
+    """
+    tensors = (
+        (name if name in SUMMARY_HF else ENCODER_PREFIX + name, value)
+        for name, value in hf_tensors(params, config)
+    )
+    hf_io.write_hf_model(out, config_to_hf(config), tensors)
+    if vocab_file:  # under the name XLNetTokenizer reads, whatever the run's file is called
+        shutil.copyfile(vocab_file, os.path.join(out, "spiece.model"))
+
+
+# ---------------------------------------------------------------------------
+# `cmrcx.convert --verify`: the converted encoder against transformers'
+
+
+def verify(source: str, export_dir: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """[("hidden states", reference, converted)] on 3 random left-padded inputs of 32
+    tokens in two segments and a `<cls>` segment."""
+    import torch
+    import transformers
+
+    from cmrcx.models.xlnet import XLNetEncoder
+
+    config, params = exports.read_network(export_dir)
+    length = 32
+    rng = np.random.default_rng(hf_io.VERIFY_SEED)
+    ids, mask = hf_io.verification_batch(rng, config.vocab_size, length)
+    mask = mask[:, ::-1].copy()  # XLNet pads on the left
+    types = np.zeros_like(ids)
+    types[:, length // 2 :] = 1
+    types[:, -1] = 2  # <cls>
+    reference = transformers.XLNetModel.from_pretrained(source, dtype=torch.float32).eval()
+    with torch.no_grad():
+        want = reference(
+            input_ids=torch.tensor(ids),
+            token_type_ids=torch.tensor(types),
+            attention_mask=torch.tensor(mask),
+        ).last_hidden_state.numpy()
+    got, _ = XLNetEncoder(config).apply({"params": params}, ids, types, mask)
+    return [("hidden states", want, np.asarray(got))]
