@@ -76,7 +76,8 @@ class RunConfig:
     log_every: int = 10  # steps between metric lines
     save_every: int = 500  # steps between checkpoints (the last step is always saved)
     keep_checkpoints: int = 3
-    eval_every: int | None = None  # steps between evaluations; None: at the end only
+    eval_every: int | None = None  # steps between evaluations; None: at the end only (or
+    # with select_best, every eval_every_epochs)
     # Model selection: None, the final model (CMRC 2019's paper); or a metric the eval
     # split's evaluation reports ("accuracy", CMRC 2018's "AVERAGE", "qac/paper"): the run
     # also evaluates its final step, keeps the best evaluated checkpoint (besides the newest
