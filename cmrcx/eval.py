@@ -1,16 +1,18 @@
 """Evaluate a run, or every run of a mixture.
 
-One run: `python -m cmrcx.eval --gin_file=NAME.gin --gin.MODEL_DIR=... [--split test] [--step N]`
-evaluates a training checkpoint of MODEL_DIR (the latest, or --step) on a split:
-prints the task's metrics (none for `test`, which has no answers) and writes
+One run: `python -m cmrcx.eval --gin_file=NAME.gin --gin.MODEL_DIR=... [--split test]
+[--step best|latest|N]` evaluates a training checkpoint of MODEL_DIR on a split: by default
+the selected one (the best validation score) of a run with RunConfig.select_best, else
+the latest; prints the task's metrics (none for `test`, which has no answers) and writes
 MODEL_DIR/predictions/<task>_<split>.json in the official format; for a CLUE
 task's `test` split also MODEL_DIR/submission/<official file name>.
 
 A mixture: `python -m cmrcx.eval --mixture=clue --runs_root=DIR [--split validation|test]
 [--diagnostics_dir DIR]` evaluates every task that has a run under DIR/<task>/ (as
-`cmrcx.train` leaves it), prints the paper's table and writes DIR/clue_<split>_results.json;
-`--split test` also writes every official submission file and DIR/clue_submission.zip.
-The diagnostics set is predicted by the CMNLI run when --diagnostics_dir is given.
+`cmrcx.train` leaves it; its selected checkpoint, or the latest), prints the paper's
+table and writes DIR/clue_<split>_results.json; `--split test` also writes every
+official submission file and DIR/clue_submission.zip. The diagnostics set is predicted
+by the CMNLI run when --diagnostics_dir is given.
 `--mixture=lot` prints LOT's Tables 10 and 11 (ClozeT, SenPos; PlotCom, OutGen) with the
 paper's overall scores for the runs under DIR/lot_<task>/, and writes
 DIR/lot_<split>_results.json.
@@ -26,7 +28,14 @@ from cmrcx.common import paths
 
 FLAGS = (
     ("--split", {"default": None, "help": "split to score (default: the run's eval split)"}),
-    ("--step", {"type": int, "default": None, "help": "checkpoint step (default: latest)"}),
+    (
+        "--step",
+        {
+            "default": None,
+            "help": "checkpoint: best, latest or a step number (default: best for a run "
+            "with RunConfig.select_best, else latest)",
+        },
+    ),
 )
 
 

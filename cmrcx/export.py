@@ -10,7 +10,8 @@ other tools (the family's `cmrcx.weights.<family>.write_hf_dir`): BERT runs as a
 BertModel (config.json, model.safetensors, vocab.txt; the task head is not part of
 BertModel and is left out), T5 runs as a T5ForConditionalGeneration (with the
 tokenizer files next to the vocabulary).
---step N picks a checkpoint (default: the latest).
+--step best|latest|N picks a checkpoint (default: the selected one, the best validation
+score, of a run with RunConfig.select_best; else the latest).
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ from cmrcx.weights import exports
 
 FLAGS = (
     ("--out", {"required": True, "help": "export directory"}),
-    ("--step", {"type": int, "default": None, "help": "checkpoint step (default: latest)"}),
+    (
+        "--step",
+        {
+            "default": None,
+            "help": "checkpoint: best, latest or a step number (default: best for a run "
+            "with RunConfig.select_best, else latest)",
+        },
+    ),
     ("--format", {"choices": ["orbax", "hf"], "default": "orbax", "help": "export format"}),
 )
 

@@ -3,7 +3,9 @@
 Trains RunConfig.task (resuming from MODEL_DIR's latest checkpoint if there is
 one), then evaluates the eval split: prints the task's metrics (CMRC 2019: QAC/PAC
 for every decoding mode; CLUE: accuracy) and writes
-MODEL_DIR/predictions/<task>_<split>.json in the official format.
+MODEL_DIR/predictions/<task>_<split>.json in the official format. The model evaluated
+is the final one, or with RunConfig.select_best the checkpoint of the best validation
+score (the step is printed, and is the "step" of the last line's JSON).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ def main(argv) -> None:
 
     runner = Runner(run)
     state, _ = runner.train()
-    results = runner.evaluate(state, runner.num_train_steps)
+    step, results = runner.final_evaluation(state)
     if results:
         print(runner.results_table(results, run.eval_split))
-    print(json.dumps({"step": runner.num_train_steps, "split": run.eval_split, **results}))
+    print(json.dumps({"step": step, "split": run.eval_split, **results}))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,52 @@ RunConfig.warmup_fraction = 0.05
 }
 
 
+# Model selection (RunConfig.select_best), as CLUE's scripts do: evaluate on dev, keep the
+# best model. data set -> the gin lines (every other data set: CLASSIFIER_SELECTION).
+_SELECT = """\
+# Model selection: the checkpoint of the best validation {metric}. The CLUE paper (section 6,
+# "Fine-tuning"): "We also use early stopping to select the best checkpoint".
+{source}RunConfig.select_best = "{metric}"
+{extra}"""
+CLASSIFIER_SELECTION = _SELECT.format(
+    metric="accuracy",
+    source="""\
+# CLUE's classifier_pytorch/run_classifier.py @0059793 evaluates and saves every epoch
+# (run_classifier_afqmc.sh: logging_steps = save_steps = 2146 = 34,334 pairs / batch 16);
+# the checkpoint is picked by its dev accuracy.
+""",
+    extra="",
+)
+SELECTION = {
+    "cmrc2018": _SELECT.format(
+        metric="AVERAGE",
+        source=f"""\
+# {_MRC_SCRIPTS}run_mrc.py @5c44cc2 evaluates every
+# half epoch (eval_epochs 0.5) and keeps the model of the best EM + F1, the order of the
+# official AVERAGE = (EM + F1) / 2.
+""",
+        extra="RunConfig.eval_every_epochs = 0.5\n",
+    ),
+    "chid": _SELECT.format(
+        metric="accuracy",
+        source=f"""\
+# {_MRC_SCRIPTS}run_multichoice_mrc.py @5c44cc2
+# evaluates every epoch and keeps the model of the best accuracy.
+""",
+        extra="",
+    ),
+    "c3": _SELECT.format(
+        metric="accuracy",
+        source=f"""\
+# {_MRC_SCRIPTS}run_c3.py @0964517 evaluates every
+# epoch and keeps the model of the best accuracy (of equal ones its `>=` keeps the latest,
+# cmrcx the earliest).
+""",
+        extra="",
+    ),
+}
+
+
 def gin_text(
     task: str,
     model: str,
@@ -128,6 +174,7 @@ def generated_files() -> dict[pathlib.Path, str]:
                     text = gin_text(
                         task, model, batch, length, epochs, lr, cell, run_file, settings
                     )
+                    text += SELECTION.get(dataset, CLASSIFIER_SELECTION)
                     files[GIN_DIR / f"{task}_{model}.gin"] = text
     return files
 

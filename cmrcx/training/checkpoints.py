@@ -3,10 +3,18 @@
 Training checkpoints live in MODEL_DIR/checkpoints/<step>/ (orbax writes to a
 temporary directory and renames it, so a checkpoint is whole or absent) and
 keep the newest N. Parameters-only exports are `cmrcx.weights.exports`.
+
+A run that selects its model by a validation metric (`cmrcx.training.selection`) saves
+each evaluated step with its metrics inside the checkpoint (orbax's `metrics` item,
+committed with the state in the same rename): the scores cannot go missing or disagree
+with the checkpoints, whatever moment a run is killed at. Keep-N rotation preserves the
+selected step as well as the newest N, and orbax deletes old steps only after the save
+that outranks them is committed, so the best step so far always exists.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -15,31 +23,104 @@ import sys
 
 import jax
 import orbax.checkpoint as ocp
+from orbax.checkpoint import checkpoint_managers
 
-from cmrcx.common.errors import STORAGE_ERRNOS, StorageError
+from cmrcx.common.errors import STORAGE_ERRNOS, ConfigError, StorageError
+from cmrcx.training.selection import Selection
+
+
+@dataclasses.dataclass
+class _KeepSelected(checkpoint_managers.PreservationPolicy):
+    """orbax preservation: the selected step survives keep-N rotation."""
+
+    selection: Selection
+
+    def should_preserve(self, checkpoints, *, context) -> list[bool]:
+        best = self.selection.best((info.step, info.metrics) for info in checkpoints)
+        return [info.step == best for info in checkpoints]
 
 
 class TrainCheckpoints:
-    """Periodic, atomic, keep-N checkpoints of a TrainState.
+    """Periodic, atomic, keep-N checkpoints of a TrainState (and, with a `Selection`, the
+    selected step besides the newest N).
 
     Multi-host: every process calls `save`/`restore` with the same step; each
     writes its own shards into the one shared directory and orbax's primary
     process (0) commits the step (tests/training/test_multihost.py).
     """
 
-    def __init__(self, model_dir: str, keep: int = 3, save_every: int = 1000):
+    def __init__(
+        self,
+        model_dir: str,
+        keep: int = 3,
+        save_every: int = 1000,
+        selection: Selection | None = None,
+    ):
         _quiet_storage_failure_logs()
         _quiet_callbacks_into_closed_loops()
         self.directory = os.path.join(os.path.abspath(model_dir), "checkpoints")
-        self.manager = ocp.CheckpointManager(
-            self.directory,
-            options=ocp.CheckpointManagerOptions(
+        self.selection = selection
+        if selection is None:
+            options = ocp.CheckpointManagerOptions(
                 max_to_keep=keep, save_interval_steps=save_every, create=True
-            ),
-        )
+            )
+        else:
+            # best_fn makes orbax write the metrics given to `save` into the checkpoint;
+            # which steps stay is the policy's (the newest N, and the selected one).
+            options = ocp.CheckpointManagerOptions(
+                save_interval_steps=save_every,
+                create=True,
+                best_fn=lambda metrics: metrics[selection.metric],
+                best_mode=selection.mode,
+                preservation_policy=checkpoint_managers.AnyPreservationPolicy(
+                    [checkpoint_managers.LatestN(keep), _KeepSelected(selection)]
+                ),
+            )
+        self.manager = ocp.CheckpointManager(self.directory, options=options)
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
+
+    def scored_steps(self) -> list[tuple[int, dict | None]]:
+        """(step, the metrics saved with it or None) of every checkpoint, oldest first."""
+        return [(step, self.manager.metrics(step)) for step in sorted(self.manager.all_steps())]
+
+    def best_step(self) -> int | None:
+        """The selected step (`Selection.best`) of the checkpoints; None without a
+        selection or a scored checkpoint. Call it once pending saves have finished."""
+        if self.selection is None:
+            return None
+        return self.selection.best(self.scored_steps())
+
+    def step_of(self, which: int | str | None, split: str) -> int | None:
+        """The checkpoint `which` means: a step number (or its text), "latest" (None: the
+        newest readable, the caller's to find), "best" (the selected step, announced with
+        its `split` score; ConfigError if there is none), or None: "best" with a
+        selection, else "latest"."""
+        if which is None:
+            which = "best" if self.selection is not None else "latest"
+        if isinstance(which, str) and which.isdigit():
+            which = int(which)
+        if which == "latest":
+            return None
+        if isinstance(which, int) and not isinstance(which, bool):
+            return which
+        if which != "best":
+            raise ConfigError(f"checkpoint {which!r}: use best, latest or a step number")
+        if self.selection is None:
+            raise ConfigError(
+                f"checkpoint 'best': {self.directory} holds a run without model selection "
+                "(RunConfig.select_best is None): use latest or a step number"
+            )
+        best = self.best_step()
+        if best is None:
+            raise ConfigError(
+                f"no checkpoint in {self.directory} has a {split} {self.selection.metric} "
+                "(none was saved after an evaluation yet): use latest or a step number"
+            )
+        described = self.selection.describe(best, self.manager.metrics(best), split)
+        print(f"selected checkpoint: {described}", flush=True)
+        return best
 
     def remove_unfinished(self) -> list[str]:
         """Deletes the temporary directories of saves a killed process left unfinished
@@ -84,12 +165,15 @@ class TrainCheckpoints:
             self.manager.delete(s)
         return removed
 
-    def save(self, step: int, state, force: bool = False) -> bool:
-        """Saves if `step` is on the interval (or `force`); asynchronous. A failed write
+    def save(self, step: int, state, force: bool = False, metrics: dict | None = None) -> bool:
+        """Saves if `step` is on the interval (or `force`); asynchronous. `metrics` (the
+        step's evaluation, with a selection) are committed with the state. A failed write
         (this one's or the previous, still running, one's) on a full or read-only disk is
         a `StorageError` naming the directory; the latest whole checkpoint stays."""
         try:
-            return self.manager.save(step, args=ocp.args.StandardSave(state), force=force)
+            return self.manager.save(
+                step, args=ocp.args.StandardSave(state), force=force, metrics=metrics
+            )
         except Exception as error:
             self._raise_storage_error(error)
             raise
@@ -140,9 +224,13 @@ class TrainCheckpoints:
 
 class _StorageFailureLogFilter(logging.Filter):
     """orbax's writer threads log a failed write with its traceback, then the main thread
-    raises it; a refused write is told there, as one `errors.StorageError` line."""
+    raises it; a refused write is told there, as one `errors.StorageError` line. Also
+    dropped: orbax's warning at every save without metrics in a selecting run (only the
+    evaluated steps have them, by design)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Requested `tracked_metric`; did not provide"):
+            return False
         return not (record.exc_info and storage_failure(record.exc_info[1]))
 
 

@@ -2,7 +2,8 @@
 
 `python -m cmrcx.eval --mixture=clue --runs_root=DIR [--split validation|test]` looks for
 `DIR/<task>/run_config.json` (written by `cmrcx.train`) for each task of the mixture,
-evaluates the latest checkpoint of each run with that run's own settings, prints the
+evaluates each run's model with that run's own settings (its selected checkpoint if it
+selects by a validation metric, RunConfig.select_best; else its latest), prints the
 paper's table (Table 2 of the CLUE paper: one row, the average over the tasks present,
 the missing ones named) and writes `DIR/<mixture>_<split>_results.json`. For `test` it
 gathers every task's official submission file under `DIR/submission/` and packs them into

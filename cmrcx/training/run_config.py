@@ -22,6 +22,7 @@ OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
 # RunConfig.vocab_file standing for the model family's bundled tiny vocabulary
 # (`cmrcx.models.registry.Family.tiny_vocab_file`): local_tiny.gin's, whatever the family.
 TINY_VOCABULARY = "cmrcx:tiny"
+SELECT_MODES = ("max", "min")  # RunConfig.select_mode
 DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019, ChID)
 
 
@@ -81,7 +82,17 @@ class RunConfig:
     log_every: int = 10  # steps between metric lines
     save_every: int = 500  # steps between checkpoints (the last step is always saved)
     keep_checkpoints: int = 3
-    eval_every: int | None = None  # steps between evaluations; None: at the end only
+    eval_every: int | None = None  # steps between evaluations; None: at the end only (or
+    # with select_best, every eval_every_epochs)
+    # Model selection: None, the final model (CMRC 2019's paper); or a metric the eval
+    # split's evaluation reports ("accuracy", CMRC 2018's "AVERAGE", "qac/paper"): the run
+    # also evaluates its final step, keeps the best evaluated checkpoint (besides the newest
+    # keep_checkpoints), and train's final evaluation, eval and export use it.
+    select_best: str | None = None
+    select_mode: str = "max"  # "max": higher is better; "min": lower (perplexity, loss)
+    # With select_best and eval_every None: an evaluation every this many epochs of steps
+    # (rounded down; CLUE's run_mrc.py evaluates CMRC 2018 every 0.5).
+    eval_every_epochs: float = 1.0
     decoding: str = "paper"  # CMRC 2019 mode written to predictions/: paper | baseline | assignment
     tfds_cache_dir: str | None = None  # prepared TFDS data; None: ~/.cache/cmrcx/tfds
     # Seq2seq (LongLM): inputs are max_length tokens, targets target_length (paper: 512/512).
@@ -143,6 +154,7 @@ class RunConfig:
             )
         if run.train_split == "test":
             raise ConfigError(f"train_split 'test' of {run.task} has no answers")
+        _check_selection(run)
         if run.vocab_file is None:
             if run.pretrained is None:
                 raise ConfigError(
@@ -156,10 +168,39 @@ class RunConfig:
         return run
 
 
+def _check_selection(run: RunConfig) -> None:
+    """ConfigError for a model selection that cannot work (the task's own metric names are
+    checked by the runner, which knows them)."""
+    if run.select_mode not in SELECT_MODES:
+        raise ConfigError(
+            f"RunConfig.select_mode {run.select_mode!r}: use one of {', '.join(SELECT_MODES)}"
+        )
+    if run.select_best is None:
+        return
+    if run.eval_split == "test":
+        raise ConfigError(
+            f"RunConfig.select_best {run.select_best!r} selects by the eval split, and "
+            "eval_split 'test' has no answers: use 'validation'"
+        )
+    if (run.eval_every is not None and run.eval_every < 1) or run.eval_every_epochs <= 0:
+        raise ConfigError(
+            "RunConfig.select_best needs evaluations during training: set "
+            "RunConfig.eval_every (steps) or eval_every_epochs to a positive value"
+        )
+
+
 RUN_CONFIG_FILE = "run_config.json"  # MODEL_DIR/run_config.json: the run that made it
 # What a MODEL_DIR's checkpoints are: resuming with another value is an error. Compute
-# options (dtype, remat_policy) and dropout may change between sessions.
-_IDENTITY_FIELDS = ("task", "vocabulary_name", "max_length", "target_length")
+# options (dtype, remat_policy) and dropout may change between sessions. The selection
+# too: its scores are saved in the checkpoints from the first evaluation on.
+_IDENTITY_FIELDS = (
+    "task",
+    "vocabulary_name",
+    "max_length",
+    "target_length",
+    "select_best",
+    "select_mode",
+)
 _FREE_MODEL_FIELDS = (
     "dtype",
     "remat_policy",

@@ -28,9 +28,11 @@ from cmrcx.common import errors
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.files import write_atomically
 from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer, run_config
+from cmrcx.training import selection as model_selection
 from cmrcx.training.metric_writer import MetricWriter
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.run_tasks import build_run_task
+from cmrcx.training.selection import Selection
 from cmrcx.training.trainer import Trainer, adamw_with_warmup
 from cmrcx.weights import exports
 
@@ -49,7 +51,14 @@ class Runner:
         self.model = self.task.model
         self.mesh = partitioning.make_mesh(run.mesh_shape)
         self.eval_batch_size = self._check_batch_sizes()
+        self._train_windows = None  # training examples, once counted
         self.num_train_steps, optimizer = self._optimizer(for_training)
+        self.selection = Selection.of_run(run)  # None: the final model is the run's model
+        self.eval_every = run.eval_every
+        if for_training and self.selection is not None:
+            self.eval_every = model_selection.prepare(
+                run, self.task, self.num_train_steps, self._training_examples
+            )
         self.trainer = Trainer(
             self.model,
             optimizer,
@@ -60,7 +69,10 @@ class Runner:
             grad_accum_steps=run.grad_accum_steps,
         )
         self.checkpoints = checkpoints.TrainCheckpoints(
-            run.model_dir, keep=run.keep_checkpoints, save_every=run.save_every
+            run.model_dir,
+            keep=run.keep_checkpoints,
+            save_every=run.save_every,
+            selection=self.selection,
         )
         self.writer = MetricWriter(run.model_dir)
 
@@ -110,10 +122,7 @@ class Runner:
                 f"{run.task} trains with 'adamw'"
             )
         if run.num_train_steps is None or run.optimizer == "released_script":
-            self.task.require_split(run.train_split)
-            windows = self.task.count_examples(run.train_split)  # without building features
-            if windows is None:
-                windows = input_pipeline.count_examples(self.train_task, run.train_split)
+            windows = self._training_examples()
         if run.optimizer == "released_script":
             schedule = released_optimizer.script_schedule_steps(
                 blanks, run.batch_size, run.num_epochs
@@ -153,6 +162,17 @@ class Runner:
         )
         return steps, optimizer
 
+    def _training_examples(self) -> int:
+        """Examples (windows) of the training split, counted once."""
+        if self._train_windows is None:
+            split = self.run.train_split
+            self.task.require_split(split)
+            windows = self.task.count_examples(split)  # without building features
+            if windows is None:
+                windows = input_pipeline.count_examples(self.train_task, split)
+            self._train_windows = windows
+        return self._train_windows
+
     def _save_run_config(self) -> None:
         """MODEL_DIR/run_config.json: what the checkpoints are (mixture evaluation reads it)."""
         path = os.path.join(self.run.model_dir, run_config.RUN_CONFIG_FILE)
@@ -172,10 +192,13 @@ class Runner:
             state = self._with_pretrained_encoder(state)
         return state
 
-    def restore(self, step: int | None = None):
-        """(step, state) of a training checkpoint: `step`, or the latest."""
+    def restore(self, step: int | str | None = None):
+        """(step, state) of a training checkpoint. `step`: a step number, "latest", "best"
+        (the selected one, RunConfig.select_best), or None: "best" if the run selects its
+        model, else "latest"."""
         if self.checkpoints.latest_step() is None:
             raise ConfigError(f"no checkpoint in {self.checkpoints.directory}: train first")
+        step = self.checkpoints.step_of(step, self.run.eval_split)
         if step is None:
             return self._newest_readable()
         try:
@@ -184,6 +207,17 @@ class Runner:
             raise ConfigError(
                 f"checkpoint {self.checkpoints.directory}/{step} is unreadable: {error}"
             ) from error
+
+    def final_evaluation(self, state) -> tuple[int, dict[str, float]]:
+        """(step, metrics) of the run's model on the eval split, its prediction files
+        written: the final state, or with a selection the selected checkpoint (whose
+        metrics line its evaluation during training wrote)."""
+        if self.selection is None:
+            return self.num_train_steps, self.evaluate(state, self.num_train_steps)
+        step = self.checkpoints.step_of("best", self.run.eval_split)
+        if step != int(jax.device_get(state.step)):
+            _, state = self.restore(step)
+        return step, self.evaluate(state, step, record=False)
 
     def _newest_readable(self):
         """(step, state) of the newest checkpoint that restores. A damaged one (a file
@@ -285,24 +319,31 @@ class Runner:
         """Whether the periodic evaluation of the resumed step was cut short (its checkpoint
         is whole, its metrics line absent): the run does it before going on. Every host
         reads the shared MODEL_DIR's file, so all of them agree to evaluate."""
-        run = self.run
         return (
             0 < start < end
-            and bool(run.eval_every)
-            and start % run.eval_every == 0
-            and not self.writer.has_line(start, run.eval_split)
+            and self._evaluates_at(start)
+            and not self.writer.has_line(start, self.run.eval_split)
         )
 
+    def _evaluates_at(self, step: int) -> bool:
+        """Every eval_every steps; with a selection, the final step too (a candidate)."""
+        periodic = bool(self.eval_every) and step % self.eval_every == 0
+        return periodic or (self.selection is not None and step == self.num_train_steps)
+
     def _train_loop(self, state, end: int, batches, progress, losses):
-        """Steps start..end; stops early, saved, after the step in which SIGTERM arrived."""
+        """Steps start..end; stops early, saved, after the step in which SIGTERM arrived.
+        With a selection, an evaluation step is evaluated before it is saved (SIGTERM
+        or not), and its checkpoint carries the scores."""
         run, sums, flags = self.run, None, None
         for step in progress:
             state, metrics = self.trainer.train_step(state, next(batches))
             sums = metrics if sums is None else jax.tree.map(operator.add, sums, metrics)
             flags = _first_nonfinite(flags, metrics, step + 1)
             stop = _SIGTERM.is_set()
-            saving = self.checkpoints.due(step + 1, force=step + 1 == end or stop)
-            evaluating = bool(run.eval_every) and (step + 1) % run.eval_every == 0
+            evaluating = self._evaluates_at(step + 1)
+            selecting = evaluating and self.selection is not None
+            force = step + 1 == end or stop or selecting
+            saving = self.checkpoints.due(step + 1, force=force)
             # A line at every save too: a resumed run's log windows then start where the
             # uninterrupted run's did, so both log the same losses at the same steps.
             log_now = (step + 1) % run.log_every == 0 or step + 1 == end or saving
@@ -318,13 +359,25 @@ class Runner:
                 progress.set_postfix(loss=f"{line['loss']:.4f}")
                 self.writer.write(step + 1, "train", line)
                 sums = None
-            self.checkpoints.save(step + 1, state, force=step + 1 == end or stop)
+            scores = self._scores(state, step + 1) if selecting else None
+            self.checkpoints.save(step + 1, state, force=force, metrics=scores)
             if stop:
                 break
-            if run.eval_every and (step + 1) % run.eval_every == 0 and step + 1 != end:
+            if evaluating and not selecting and step + 1 != end:
                 self.evaluate(state, step + 1)
         self.checkpoints.close()
         return state
+
+    def _scores(self, state, step: int) -> dict[str, float]:
+        """The eval split's metrics of a step, for its checkpoint (ConfigError, saves
+        finished, if they lack the selection's metric)."""
+        results = self.evaluate(state, step)
+        try:
+            model_selection.check_results(self.selection, results, self.run.eval_split, step)
+        except ConfigError:
+            self.checkpoints.close()
+            raise
+        return results
 
     def _stop_if_diverged(self, flags) -> None:
         """TrainingDiverged naming the first non-finite step; the last good checkpoint stays
@@ -353,8 +406,11 @@ class Runner:
         verb = "are" if loss_bad and grad_bad else "is"
         raise errors.TrainingDiverged(f"step {first_step}: the {what} {verb} not finite; {resume}")
 
-    def evaluate(self, state, step: int, split: str | None = None) -> dict[str, float]:
-        """Scores a split, writes predictions/<task>_<split>.json and metrics lines.
+    def evaluate(
+        self, state, step: int, split: str | None = None, record: bool = True
+    ) -> dict[str, float]:
+        """Scores a split, writes predictions/<task>_<split>.json and (`record`) a
+        metrics line.
 
         Returns the task's metrics ({} for an unlabelled split such as test).
         """
@@ -373,7 +429,7 @@ class Runner:
             real = len(host_batch[self.model.score_keys[0]])  # the rows that are not padding
             evaluation.add(scores[:real], host_batch)
         results = evaluation.finish(self.run.model_dir)
-        if results:
+        if results and record:
             self.writer.write(step, split, results)
         return results
 

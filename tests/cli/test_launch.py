@@ -6,8 +6,8 @@ import gin
 import pytest
 
 from cmrcx.cli import launch
-from cmrcx.models import registry
 from cmrcx.common import errors, paths
+from cmrcx.models import registry
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,10 @@
 """A disk that fills during a checkpoint write: one line naming the checkpoint directory
 and the reason, exit status 2, the partial write removed and the previous checkpoint
-intact (it restores).
+intact (it restores). The run selects its model (RunConfig.select_best, every step
+evaluated and saved with its score, one checkpoint kept besides the selected one): step 1
+is selected (the tiny model's accuracy does not move in 3 steps: the earliest of equal
+scores), step 2 the newest; the save of step 3 would delete step 2, and its failure
+deletes nothing.
 
 The disk is a real one: a 16 MiB tmpfs mounted in a private mount namespace (`unshare`;
 as root, or through a user namespace otherwise), so no test leaves a mount behind. A
@@ -46,7 +50,9 @@ def test_a_disk_that_fills_during_a_checkpoint_write(tmp_path):
     out.mkdir()
     argv = flags(disk / "run", tmp_path / "tfds") + [
         "--gin.RunConfig.save_every=1",
-        "--gin.RunConfig.keep_checkpoints=10",
+        "--gin.RunConfig.keep_checkpoints=1",
+        "--gin.RunConfig.select_best='accuracy'",
+        "--gin.RunConfig.eval_every=1",
     ]
     env = {**os.environ, "DISK_OUT": str(out), "DISK_RUN": str(disk / "run")}
     child = subprocess.run(
@@ -68,8 +74,12 @@ def test_a_disk_that_fills_during_a_checkpoint_write(tmp_path):
     saved = out / "run" / "checkpoints"
     assert sorted(os.listdir(saved)) == ["1", "2"]
     argv[1] = f"--gin.MODEL_DIR='{out / 'run'}'"
-    step, state = runner_for(argv).restore()
+    runner = runner_for(argv)
+    step, state = runner.restore("latest")
     assert step == 2 and int(state.step) == 2
+    scored = runner.checkpoints.scored_steps()
+    assert scored[0][1]["accuracy"] >= scored[1][1]["accuracy"]
+    assert runner.restore()[0] == 1  # the selected checkpoint, by default
 
 
 def test_storage_failures_are_told_from_other_errors():

@@ -5,8 +5,10 @@ where the uninterrupted run ends: every logged loss and the final metrics equal 
 none of them contradicted by the resumed run.
 
 A kill needs a real process: each test starts `python -m cmrcx.train` children. The
-fast test kills once, during a checkpoint write, and resumes in this process; the slow
-one kills at several random moments (its seed is printed to replay a failure).
+fast test kills once, during a checkpoint write, and resumes in this process, with model
+selection on (RunConfig.select_best, one checkpoint kept besides the selected one): the
+same checkpoints are kept and the same step is selected. The slow one kills at several
+random moments (its seed is printed to replay a failure).
 """
 
 import json
@@ -34,6 +36,16 @@ def run_flags(model_dir, tfds_cache, eval_every=0):
         *INTERVALS,
         f"--gin.RunConfig.eval_every={eval_every}",
     ]
+
+
+# Selection by validation accuracy: evaluations at 6, 12, 18, 24, one checkpoint kept
+# besides the selected one. At this learning rate the tiny model's accuracy moves (the
+# selected step changes during the run), at 5e-4 it would not.
+SELECTING = [
+    "--gin.RunConfig.select_best='accuracy'",
+    "--gin.RunConfig.keep_checkpoints=1",
+    "--gin.RunConfig.learning_rate=3e-3",
+]
 
 
 def start_child(argv, log_path):
@@ -105,9 +117,12 @@ def assert_same_run(resumed_dir, whole_dir):
 def test_kill_9_during_a_checkpoint_write_resumes_the_exact_run(tmp_path):
     cache = tmp_path / "tfds"
     whole_dir, killed_dir = tmp_path / "whole", tmp_path / "killed"
-    runner_for(run_flags(whole_dir, cache)).train()
+    whole = runner_for(run_flags(whole_dir, cache, eval_every=6) + SELECTING)
+    state, _ = whole.train()
+    whole_step, whole_results = whole.final_evaluation(state)
 
-    child = start_child(run_flags(killed_dir, cache), tmp_path / "child.log")
+    argv = run_flags(killed_dir, cache, eval_every=6) + SELECTING
+    child = start_child(argv, tmp_path / "child.log")
     # A write after step 8's (resuming at 8 or 10, inside a log window of 3 steps).
     seen = wait_for(child, checkpoint_write_in_progress(killed_dir, after=8))
     assert seen, "no checkpoint write seen"
@@ -115,8 +130,13 @@ def test_kill_9_during_a_checkpoint_write_resumes_the_exact_run(tmp_path):
     names = os.listdir(killed_dir / "checkpoints")
     assert any(ocp.utils.TMP_DIR_SUFFIX in name for name in names), names
 
-    runner_for(run_flags(killed_dir, cache)).train()
+    resumed = runner_for(argv)
+    state, _ = resumed.train()
     assert_same_run(killed_dir, whole_dir)
+    kept = sorted(whole.checkpoints.manager.all_steps())
+    assert sorted(resumed.checkpoints.manager.all_steps()) == kept and whole_step in kept
+    step, results = resumed.final_evaluation(state)
+    assert step == whole_step and results == pytest.approx(whole_results, rel=1e-5)
 
 
 @pytest.mark.slow

@@ -60,6 +60,12 @@ class RunTask(Protocol):
         """What the run prints after an evaluation."""
         return metric_lines(self.name, results, split)
 
+    def metrics_reported(self) -> dict[str, str] | None:
+        """{metric: "max" or "min" (which way is better)} of what `evaluation(...).finish`
+        returns for a labelled split (RunConfig.select_best must name one); None: not
+        known before an evaluation (the runner then checks the first one's results)."""
+        return None
+
     def count_examples(self, split: str) -> int | None:
         """Training examples of `split` when known without running the input pipeline;
         None: the runner counts them through the pipeline."""

@@ -65,6 +65,9 @@ class ClueClassificationRunTask(RunTask):
     def evaluation(self, split: str) -> ClassificationEvaluation:
         return ClassificationEvaluation(self, split)
 
+    def metrics_reported(self) -> dict[str, str]:
+        return {self.row.metric: "max"}  # "accuracy"
+
 
 class ClassificationEvaluation:
     def __init__(self, run_task: ClueClassificationRunTask, split: str):
@@ -178,6 +181,14 @@ class ClueMrcRunTask(RunTask):
 
     def evaluation(self, split: str) -> MrcEvaluation:
         return MrcEvaluation(self, split)
+
+    def metrics_reported(self) -> dict[str, str]:
+        if self.row.dataset == "cmrc2018":  # the official evaluator's numbers
+            return {"EM": "max", "F1": "max", "AVERAGE": "max"}
+        if self.row.dataset == "chid":  # the written decoding's, and the other one's
+            other = "assignment" if CHID_DECODING[self.run.decoding] == "baseline" else "baseline"
+            return {"accuracy": "max", f"accuracy_{other}": "max"}
+        return {"accuracy": "max"}
 
 
 class MrcEvaluation:

@@ -53,6 +53,14 @@ class Cmrc2019RunTask(RunTask):
     def results_table(self, results: dict[str, float], split: str) -> str:
         return cmrc2019_evaluation.results_table(results, split)
 
+    def metrics_reported(self) -> dict[str, str]:
+        """QAC and PAC of every decoding mode: "qac/paper", "pac/assignment", ..."""
+        return {
+            f"{metric}/{mode}": "max"
+            for mode in cmrc2019_evaluation.DECODING_MODES
+            for metric in ("qac", "pac")
+        }
+
 
 class Cmrc2019Evaluation:
     def __init__(self, run_task: Cmrc2019RunTask, split: str):

@@ -144,6 +144,12 @@ class LongLMPretrainRunTask(RunTask):
             lines.append(line)
         return "\n".join(lines)
 
+    def metrics_reported(self) -> dict[str, str]:
+        """Per objective: perplexity (lower is better) and BLEU-3/4."""
+        objectives = [longlm_tasks.TASKS[row].objective for row in self.rows]
+        better = {"perplexity": "min", "bleu-3": "max", "bleu-4": "max"}
+        return {f"{o}_{name}": mode for o in objectives for name, mode in better.items()}
+
 
 def _note_special_id_differences(run, task_name: str) -> None:
     """Prints a note when the model's pad / eos ids are not the vocabulary's.
