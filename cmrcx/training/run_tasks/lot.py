@@ -298,6 +298,9 @@ class LotUnderstandingRunTask(RunTask):
     def evaluation(self, split: str) -> LotUnderstandingEvaluation:
         return LotUnderstandingEvaluation(self, split)
 
+    def metrics_reported(self) -> dict[str, str]:
+        return {"accuracy": "max"}
+
     def results_table(self, results: dict[str, float], split: str) -> str:
         """`lot_clozet validation accuracy: 0.7381 (73.81 %)`: the official fraction and
         the paper's percentage (Table 10)."""
