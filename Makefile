@@ -27,6 +27,9 @@ demo: $(STAMP)
 	$(BIN)/python -m cmrcx.train --gin_file=clue_cmrc2018_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/clue_cmrc2018'"
 	$(BIN)/python -m cmrcx.score cmrc2018 cmrcx/data/clue_mrc_sample/cmrc2018_public/dev.json \
 		$(DEMO_DIR)/clue_cmrc2018/predictions/clue_cmrc2018_tiny_validation.json
+	$(BIN)/python -m cmrcx.train --gin_file=lot_clozet_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/lot_clozet'"
+	$(BIN)/python -m cmrcx.score lot_clozet cmrcx/data/lot_sample/clozet/val.jsonl \
+		$(DEMO_DIR)/lot_clozet/predictions/lot_clozet_validation.jsonl
 	@echo "checkpoints: $(DEMO_DIR)/checkpoints  predictions: $(DEMO_DIR)/predictions"
 	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc  CLUE CMRC 2018: $(DEMO_DIR)/clue_cmrc2018"
 

@@ -154,7 +154,21 @@ def example_json(
                 token_text(vocabularies[name], row[: _last_nonzero(row) + 1].tolist())
                 for row in value
             ]
+    if "candidate_positions" in example and vocabularies:
+        out["layout"] = pointer_layout(example, next(iter(vocabularies.values())))
     return out
+
+
+def pointer_layout(example: Mapping[str, np.ndarray], vocabulary) -> str:
+    """LOT ClozeT / SenPos: the token layout with the pointer's positions tagged
+    (`cmrcx.benchmarks.lot.understanding.describe`): `⟨context⟩`, `⟨k⟩` for candidate k,
+    `⟨k*⟩` for the labelled one."""
+    from cmrcx.benchmarks.lot import understanding
+
+    names = {}
+    if not hasattr(vocabulary, "token_to_id"):  # SentencePiece: sentinels, <sep>, <mask>
+        names = understanding.SentencePieceIds.from_vocabulary(vocabulary).names()
+    return understanding.describe(example, vocabulary, names)
 
 
 def _last_nonzero(row: np.ndarray) -> int:

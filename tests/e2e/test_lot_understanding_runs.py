@@ -114,3 +114,30 @@ def test_t5_family_smoke_runs(experiment, task, tmp_path):
     runner = Runner(run)
     state, _ = runner.train()
     assert 0.0 <= runner.evaluate(state, 2, "validation")["accuracy"] <= 1.0
+
+
+def test_inspect_shows_the_layout_with_the_pointer_positions(run_cli, tmp_path):
+    out = run_cli(
+        "inspect", "lot_clozet", "--gin_file=lot_clozet_tiny.gin", "--n", "1",
+        f"--gin.RunConfig.tfds_cache_dir='{tmp_path}'",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    layout = json.loads(out.stdout.splitlines()[0])["layout"]
+    assert layout.startswith("[CLS] ") and "[unused1]⟨context⟩" in layout
+    assert "[unused2]⟨0" in layout and "[unused2]⟨1" in layout and "*⟩" in layout
+
+
+def test_the_overall_score_of_a_paper_row_from_its_metrics():
+    """`cmrcx.eval --mixture=lot`'s table: fractions in, the paper's % and Overall out."""
+    from cmrcx.training import lot_tables
+
+    bert = paper.row(paper.TABLE_10, "validation", "BERT-base")
+    metrics = {"lot_clozet": {"accuracy": bert.scores[0] / 100},
+               "lot_senpos": {"accuracy": bert.scores[1] / 100}}  # fmt: skip
+    summary = lot_tables.summarize(metrics, "validation")
+    table = summary["tables"]["Table 10"]
+    assert table["overall"] == pytest.approx(bert.overall, abs=0.01)
+    assert summary["tables"]["Table 11"]["overall"] is None
+    text = lot_tables.format_tables({**summary, "missing": ["lot_plotcom", "lot_outgen"]})
+    assert "ClozeT  SenPos  Overall" in text and "70.75   40.13    51.36" in text
+    assert "Table 11" not in text and "missing (no run under runs_root): lot_plotcom" in text
