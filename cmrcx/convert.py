@@ -84,9 +84,13 @@ def main(argv=None) -> int:
 
 
 def source_family(source: str) -> registry.Family:
-    """The family reading `source`: its config.json model_type's, else BERT's (which reads
-    Google TF releases, and names every model type cmrcx reads when it meets another)."""
+    """The family reading `source`: its config.json model_type's; without a config.json,
+    the family whose TF release config it holds (`Family.tf_release_configs`: ALBERT's
+    albert_config*.json); else BERT's (which reads Google TF releases, and names every
+    model type cmrcx reads when it meets another)."""
     found = registry.family_of_hf_type(hf_io.hf_model_type(source))
+    if os.path.isdir(source) and not os.path.isfile(os.path.join(source, "config.json")):
+        found = registry.family_of_tf_release(os.listdir(source))
     return found or registry.family(registry.DEFAULT_FAMILY)
 
 
@@ -103,12 +107,16 @@ def convert(family: registry.Family, source: str, out: str) -> None:
         **release.extra,
     }
     exports.export_params(out, {family.name: release.params}, release.config, extra=extra)
-    for name in files:
-        shutil.copyfile(os.path.join(source, name), os.path.join(out, name))
+    # A name, or (the release's name, the export's): Google's Chinese ALBERT ships
+    # vocab_chinese.txt, which the export holds as vocab.txt.
+    copies = [(name, name) if isinstance(name, str) else tuple(name) for name in files]
+    for name, export_name in copies:
+        shutil.copyfile(os.path.join(source, name), os.path.join(out, export_name))
     print(f"read {release.source} from {source}: {weights.describe(release.config)}")
     for note in release.notes:
         print(note)
-    print(f"wrote {out} (params/, model_config.json{''.join(', ' + name for name in files)})")
+    written = "".join(", " + export_name for _, export_name in copies)
+    print(f"wrote {out} (params/, model_config.json{written})")
 
 
 # ---------------------------------------------------------------------------

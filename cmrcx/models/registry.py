@@ -15,6 +15,7 @@ A new family is a network module, a weights module and one `register(Family(...)
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import importlib
 from collections.abc import Callable
 from types import ModuleType
@@ -22,7 +23,7 @@ from typing import Any, NamedTuple
 
 import flax.linen as nn
 
-from cmrcx.models import bert, heads, t5
+from cmrcx.models import albert, bert, heads, t5
 
 
 class HeadOptions(NamedTuple):
@@ -53,6 +54,9 @@ class Family:
     # weight_table, params_from_hf, hf_tensors, describe, read_dir, write_hf_dir,
     # vocabulary_files (see cmrcx/weights/__init__.py). None: cmrcx.weights.<name>.
     weights: str | ModuleType | None = None
+    # Glob patterns of the config file of a TF release of this family (a directory without
+    # config.json): `cmrcx.convert` reads a directory holding a match as this family.
+    tf_release_configs: tuple[str, ...] = ()
 
 
 # The family of exports written before model_config.json named one (they are BERT).
@@ -95,6 +99,14 @@ def family_of_hf_type(model_type: str | None) -> Family | None:
     """The row reading config.json `model_type` (None: no such row)."""
     for row in FAMILIES.values():
         if model_type in row.hf_model_types:
+            return row
+    return None
+
+
+def family_of_tf_release(file_names) -> Family | None:
+    """The row whose `tf_release_configs` matches one of `file_names` (None: no row)."""
+    for row in FAMILIES.values():
+        if any(fnmatch.filter(file_names, pattern) for pattern in row.tf_release_configs):
             return row
     return None
 
@@ -146,6 +158,16 @@ def decode_model(config):
     return row.decode_model(config)
 
 
+def _albert_encoder(config: albert.AlbertConfig, name: str) -> nn.Module:
+    return albert.AlbertEncoder(config, name=name)
+
+
+def _albert_heads(config: albert.AlbertConfig) -> HeadOptions:
+    # transformers' AlbertFor*: classifier_dropout_prob on the pooled output (the releases
+    # set no dropout inside the encoder); Google's run_classifier.py drops 0.1 there too.
+    return HeadOptions(config.classifier_dropout, config.initializer_range)
+
+
 def _bert_encoder(config: bert.BertConfig, name: str) -> nn.Module:
     return bert.BertEncoder(config, name=name)
 
@@ -176,5 +198,18 @@ register(
         hf_model_types=("t5", "mt5"),  # LongLM, T5 v1.0 / v1.1; mT5
         seq2seq=t5.T5ForConditionalGeneration,
         decode_model=t5.T5DecodeModel,
+    )
+)
+register(
+    Family(
+        name="albert",
+        config_class=albert.AlbertConfig,
+        vocabulary="wordpiece",  # both Chinese releases: Google's Chinese BERT vocabulary
+        vocab_file="vocab.txt",
+        hf_model_types=("albert",),
+        encoder=_albert_encoder,
+        head_options=_albert_heads,
+        # Google's albert_config.json; brightmart's albert_config_tiny.json (albert_zh).
+        tf_release_configs=("albert_config*.json",),
     )
 )
