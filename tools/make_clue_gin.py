@@ -33,6 +33,8 @@ MODELS = {
         ("roberta_large", "bert/roberta_large", "bert_chinese"),
         ("roberta_wwm_ext", "bert/base", "bert_chinese"),
         ("roberta_wwm_ext_large", "bert/large", "bert_chinese"),
+        ("albert_tiny", "albert/albert_tiny", "bert_chinese"),
+        ("albert_xxlarge", "albert/xxlarge", "bert_chinese"),
     )
 }
 
