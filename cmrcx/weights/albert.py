@@ -158,10 +158,8 @@ def weight_table(config: AlbertConfig) -> list[Entry]:
                   "embeddings.word_embeddings_2.weight", "dense", (embedding, hidden))
         )  # fmt: skip
     else:
-        entries += _dense(
-            ("embeddings", "embedding_hidden_mapping_in"), "encoder.embedding_hidden_mapping_in", embedding,
-            hidden,
-        )  # fmt: skip
+        mapping = ("embeddings", "embedding_hidden_mapping_in")  # transformers: in the encoder
+        entries += _dense(mapping, "encoder.embedding_hidden_mapping_in", embedding, hidden)
     ours = ("layer",)
     for proj in ("query", "key", "value"):
         entries += [
@@ -223,15 +221,10 @@ def hf_tensors(params: Mapping, config: AlbertConfig) -> Iterator[tuple[str, np.
 
 
 def tf_scheme(tf_names) -> str:
-    """ "albert_zh" for brightmart's variable names (`layer_shared`, `word_embeddings_2`),
-    else "albert" (Google's)."""
-    for name in tf_names:
-        if (
-            name.startswith("bert/encoder/layer_shared/")
-            or name == "bert/embeddings/word_embeddings_2"
-        ):
-            return "albert_zh"
-    return "albert"
+    """The embedding layout of a TF checkpoint's variable names: "albert_zh" for
+    brightmart's (`layer_shared`, `word_embeddings_2`), else "albert" (Google's)."""
+    marks = ("bert/encoder/layer_shared/", "bert/embeddings/word_embeddings_2")
+    return "albert_zh" if any(name.startswith(marks) for name in tf_names) else "albert"
 
 
 def tf_to_hf_name(name: str) -> str:
@@ -360,16 +353,8 @@ def bert_tensors(tensors: Mapping[str, np.ndarray], config: AlbertConfig) -> dic
     """albert_zh-layout table tensors -> transformers BertModel tensors computing the same:
     the word table is word_embeddings @ word_embeddings_2 ([vocab, hidden]), and every
     one of the num_layers BERT layers holds the shared layer."""
-    layer_names = {
-        "attention.query": "attention.self.query",
-        "attention.key": "attention.self.key",
-        "attention.value": "attention.self.value",
-        "attention.dense": "attention.output.dense",
-        "attention.LayerNorm": "attention.output.LayerNorm",
-        "ffn": "intermediate.dense",
-        "ffn_output": "output.dense",
-        "full_layer_layer_norm": "output.LayerNorm",
-    }
+    # albert_zh's layer scopes are BERT's TF scopes: BERT's HF names with dots.
+    layer_names = {ours: scope.replace("/", ".") for scope, ours in ALBERT_ZH_LAYER.items()}
     out = {}
     for name, value in tensors.items():
         if name.startswith(LAYER):

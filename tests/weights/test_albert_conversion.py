@@ -186,7 +186,8 @@ def google_tf_name(hf_name: str) -> str:
     leaf = {"weight": "gamma" if norm else "kernel", "bias": "beta" if norm else "bias"}[leaf]
     layer = "encoder.albert_layer_groups.0.albert_layers.0."
     if scope.startswith(layer):
-        return f"bert/encoder/transformer/group_0/inner_group_0/{GOOGLE_LAYER_TF[scope[len(layer) :]]}/{leaf}"
+        tf_scope = GOOGLE_LAYER_TF[scope.removeprefix(layer)]
+        return f"bert/encoder/transformer/group_0/inner_group_0/{tf_scope}/{leaf}"
     if scope.endswith("_embeddings"):
         return f"bert/{scope.replace('.', '/')}"  # the tables: no /kernel
     scope = {"pooler": "pooler/dense"}.get(scope, scope.replace(".", "/"))
