@@ -19,14 +19,22 @@ OUT gets params/ (the whole encoder-decoder, under "t5"), model_config.json
 tokenizer JSONs). Every tensor must fit; copies of the shared embedding are
 dropped and reported.
 
+ALBERT family (config.json model_type "albert", or a TF release with an
+albert_config*.json): transformers' AlbertModel / AlbertForMaskedLM directories, Google's
+Chinese ALBERT TF releases (albert_config.json, model.ckpt-best.*, vocab_chinese.txt, which
+OUT holds as vocab.txt) and brightmart's albert_zh (albert_config_tiny.json,
+albert_model.ckpt.*, vocab.txt; its own variable names and embedding layout). OUT gets
+params/ (the encoder, one shared layer, under "albert"), model_config.json and vocab.txt.
+
 Which family reads DIR is config.json's `model_type` (`cmrcx.models.registry`: each
-family lists its types); a directory without one is BERT's (a Google TF release). The
-family's weights module (`cmrcx.weights.<family>`) reads it.
+family lists its types); without a config.json, the family whose TF release config DIR
+holds (`Family.tf_release_configs`), else BERT's (a Google TF release). The family's
+weights module (`cmrcx.weights.<family>`) reads it.
 
 --verify then runs the source model in PyTorch (transformers, built from DIR)
 and the converted Flax model on random inputs with padding, prints the largest
-absolute differences (BERT: final hidden states; T5: encoder states and
-teacher-forced logits) and exits 1 when one exceeds --verify_atol.
+absolute differences (BERT, ALBERT: final hidden states; T5: encoder states and
+teacher-forced logits; a TF release runs as the transformers model its tensors load into) and exits 1 when one exceeds --verify_atol.
 """
 
 from __future__ import annotations

@@ -401,3 +401,11 @@ def test_missing_and_misshapen_tensors_are_listed(tmp_path):
     assert "missing (1): encoder.albert_layer_groups.0.albert_layers.0.ffn.bias" in message
     assert "unknown (1): encoder.albert_layer_groups.1.albert_layers.0.ffn.bias" in message
     assert "wrong shape (1): pooler.weight" in message
+
+
+def test_the_registry_row_finds_this_module_with_every_family_function():
+    from cmrcx.models import registry
+    from cmrcx.weights import FAMILY_FUNCTIONS
+
+    assert registry.weights(registry.family("albert")) is albert_weights
+    assert [n for n in FAMILY_FUNCTIONS if not callable(getattr(albert_weights, n, None))] == []
