@@ -34,7 +34,8 @@ weights module (`cmrcx.weights.<family>`) reads it.
 --verify then runs the source model in PyTorch (transformers, built from DIR)
 and the converted Flax model on random inputs with padding, prints the largest
 absolute differences (BERT, ALBERT: final hidden states; T5: encoder states and
-teacher-forced logits; a TF release runs as the transformers model its tensors load into) and exits 1 when one exceeds --verify_atol.
+teacher-forced logits; a TF release runs as the transformers model its tensors load
+into) and exits 1 when one exceeds --verify_atol.
 """
 
 from __future__ import annotations
