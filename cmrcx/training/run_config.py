@@ -157,6 +157,7 @@ _FREE_MODEL_FIELDS = (
     "hidden_dropout",
     "attention_dropout",
     "dropout_rate",
+    "classifier_dropout",  # ALBERT's, before the task head
 )
 
 

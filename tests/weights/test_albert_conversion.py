@@ -127,8 +127,9 @@ def test_tiny_parity_both_hf_formats(tmp_path, safetensors):
 def test_masked_lm_checkpoint_drops_its_head_and_starts_a_fresh_pooler(tmp_path, capsys):
     model = reference_model(TINY, seed=2, kind="AlbertForMaskedLM")  # albert.*, predictions.*
     save_hf(model, tmp_path / "hf")
-    run_convert(tmp_path / "hf", tmp_path / "out")
+    run_convert(tmp_path / "hf", tmp_path / "out", "--verify")  # against AlbertModel
     out = capsys.readouterr().out
+    assert "verify: OK" in out
     assert "initialised fresh (2): pooler.bias, pooler.weight" in out
     assert "tensors outside the encoder" in out and "predictions." in out
     assert_same_outputs(model, tmp_path / "out", TINY["vocab_size"])  # hidden states only
