@@ -126,17 +126,16 @@ class AlbertEmbeddings(nn.Module):
                 embedding_init=kernel_init(cfg.initializer_range, (axis, "embed")),
             )
 
+        def project(name, use_bias=True):  # embedding_size -> hidden_size
+            return _dense(cfg, cfg.hidden_size, ("embed", "embed_out"), name, use_bias)
+
         hidden = embed("word_embeddings", cfg.vocab_size, "vocab", cfg.embedding_size)(input_ids)
-        if cfg.embedding_layout == "albert_zh":  # albert_zh: project the word embedding alone
-            hidden = _dense(cfg, cfg.hidden_size, ("embed", "embed_out"), "word_embeddings_2",
-                            use_bias=False)(hidden)  # fmt: skip
+        if cfg.embedding_layout == "albert_zh":  # brightmart: the word embedding alone
+            hidden = project("word_embeddings_2", use_bias=False)(hidden)
         positions = jnp.arange(input_ids.shape[-1])[None, :]
-        hidden = hidden + embed(
-            "position_embeddings", cfg.max_position_embeddings, "position", width
-        )(positions)
-        hidden = hidden + embed("token_type_embeddings", cfg.type_vocab_size, "token_type", width)(
-            token_type_ids
-        )
+        position = embed("position_embeddings", cfg.max_position_embeddings, "position", width)
+        token_type = embed("token_type_embeddings", cfg.type_vocab_size, "token_type", width)
+        hidden = hidden + position(positions) + token_type(token_type_ids)
         hidden = nn.LayerNorm(
             epsilon=cfg.layer_norm_eps,
             dtype=dtype,
@@ -145,9 +144,8 @@ class AlbertEmbeddings(nn.Module):
             bias_init=zeros_init(("embed",)),
         )(hidden)
         hidden = nn.Dropout(cfg.hidden_dropout)(hidden, deterministic=deterministic)
-        if cfg.embedding_layout == "albert":  # Google: project the normalised sum
-            hidden = _dense(cfg, cfg.hidden_size, ("embed", "embed_out"),
-                            "embedding_hidden_mapping_in")(hidden)  # fmt: skip
+        if cfg.embedding_layout == "albert":  # Google: the normalised sum
+            hidden = project("embedding_hidden_mapping_in")(hidden)
         return nn.with_logical_constraint(hidden, ("batch", "length", "embed"))
 
 
