@@ -25,15 +25,23 @@ its sequence summary, under "xlnet"; a summary starts fresh when the source has 
 model_config.json and spiece.model; mask_emb, the LM head and task layers are dropped and
 reported.
 
+ALBERT family (config.json model_type "albert", or a TF release with an
+albert_config*.json): transformers' AlbertModel / AlbertForMaskedLM directories, Google's
+Chinese ALBERT TF releases (albert_config.json, model.ckpt-best.*, vocab_chinese.txt, which
+OUT holds as vocab.txt) and brightmart's albert_zh (albert_config_tiny.json,
+albert_model.ckpt.*, vocab.txt; its own variable names and embedding layout). OUT gets
+params/ (the encoder, one shared layer, under "albert"), model_config.json and vocab.txt.
+
 Which family reads DIR is config.json's `model_type` (`cmrcx.models.registry`: each
-family lists its types); a directory without one is BERT's (a Google TF release). The
-family's weights module (`cmrcx.weights.<family>`) reads it.
+family lists its types); without a config.json, the family whose TF release config DIR
+holds (`Family.tf_release_configs`), else BERT's (a Google TF release). The family's
+weights module (`cmrcx.weights.<family>`) reads it.
 
 --verify then runs the source model in PyTorch (transformers, built from DIR)
 and the converted Flax model on random inputs with padding, prints the largest
-absolute differences (BERT: final hidden states; T5: encoder states and
-teacher-forced logits; XLNet: hidden states on left-padded inputs) and exits 1 when
-one exceeds --verify_atol.
+absolute differences (BERT, ALBERT: final hidden states; T5: encoder states and
+teacher-forced logits; XLNet: hidden states on left-padded inputs; a TF release runs as
+the transformers model its tensors load into) and exits 1 when one exceeds --verify_atol.
 """
 
 from __future__ import annotations
@@ -91,9 +99,13 @@ def main(argv=None) -> int:
 
 
 def source_family(source: str) -> registry.Family:
-    """The family reading `source`: its config.json model_type's, else BERT's (which reads
-    Google TF releases, and names every model type cmrcx reads when it meets another)."""
+    """The family reading `source`: its config.json model_type's; without a config.json,
+    the family whose TF release config it holds (`Family.tf_release_configs`: ALBERT's
+    albert_config*.json); else BERT's (which reads Google TF releases, and names every
+    model type cmrcx reads when it meets another)."""
     found = registry.family_of_hf_type(hf_io.hf_model_type(source))
+    if os.path.isdir(source) and not os.path.isfile(os.path.join(source, "config.json")):
+        found = registry.family_of_tf_release(os.listdir(source))
     return found or registry.family(registry.DEFAULT_FAMILY)
 
 
@@ -110,12 +122,16 @@ def convert(family: registry.Family, source: str, out: str) -> None:
         **release.extra,
     }
     exports.export_params(out, {family.name: release.params}, release.config, extra=extra)
-    for name in files:
-        shutil.copyfile(os.path.join(source, name), os.path.join(out, name))
+    # A name, or (the release's name, the export's): Google's Chinese ALBERT ships
+    # vocab_chinese.txt, which the export holds as vocab.txt.
+    copies = [(name, name) if isinstance(name, str) else tuple(name) for name in files]
+    for name, export_name in copies:
+        shutil.copyfile(os.path.join(source, name), os.path.join(out, export_name))
     print(f"read {release.source} from {source}: {weights.describe(release.config)}")
     for note in release.notes:
         print(note)
-    print(f"wrote {out} (params/, model_config.json{''.join(', ' + name for name in files)})")
+    written = "".join(", " + export_name for _, export_name in copies)
+    print(f"wrote {out} (params/, model_config.json{written})")
 
 
 # ---------------------------------------------------------------------------

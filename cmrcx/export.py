@@ -9,7 +9,8 @@ encoder), `cmrcx.weights.exports.load_params`, or (T5) `cmrcx.generate`.
 other tools (the family's `cmrcx.weights.<family>.write_hf_dir`): BERT runs as a
 BertModel (config.json, model.safetensors, vocab.txt; the task head is not part of
 BertModel and is left out), T5 runs as a T5ForConditionalGeneration (with the
-tokenizer files next to the vocabulary).
+tokenizer files next to the vocabulary), ALBERT as an AlbertModel (brightmart's albert_zh
+layout, which transformers has no class for, as the BertModel computing the same).
 --step best|latest|N picks a checkpoint (default: the selected one, the best validation
 score, of a run with RunConfig.select_best; else the latest).
 """

@@ -34,6 +34,8 @@ MODELS = {
         ("roberta_wwm_ext", "bert/base", "bert_chinese"),
         ("roberta_wwm_ext_large", "bert/large", "bert_chinese"),
         ("xlnet_mid", "xlnet/mid", "xlnet_mid"),
+        ("albert_tiny", "albert/albert_tiny", "bert_chinese"),
+        ("albert_xxlarge", "albert/xxlarge", "bert_chinese"),
     )
 }
 

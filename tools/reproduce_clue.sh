@@ -3,9 +3,11 @@
 #
 #   tools/reproduce_clue.sh MODEL CLUE_DATA_ROOT PRETRAINED_EXPORT RUNS_ROOT [gin flags...]
 #
-# MODEL              bert | bert_wwm_ext | ernie | roberta_large | roberta_wwm_ext |
-#                    roberta_wwm_ext_large | xlnet_mid (gin_configs/clue/clue_<task>_<MODEL>.gin,
-#                    Table 7; XLNet: the classification tasks, its MRC layout is not written)
+# MODEL              a model of Table 7 (cmrcx.benchmarks.clue.paper.TABLE_7_MODELS), any family:
+#                    bert | bert_wwm_ext | ernie | roberta_large | roberta_wwm_ext |
+#                    roberta_wwm_ext_large | albert_tiny | albert_xxlarge | xlnet_mid
+#                    (gin_configs/clue/clue_<task>_<MODEL>.gin, Table 7; XLNet: the
+#                    classification tasks, its MRC layout is not written)
 # CLUE_DATA_ROOT     the unpacked official downloads: tnews_public/, iflytek_public/,
 #                    cluewsc2020_public/, afqmc_public/, csl_public/, ocnli_public/,
 #                    cmnli_public/, cmrc2018_public/, chid_public/, c3_public/ (and
@@ -21,7 +23,7 @@
 # and the test predictions (RUNS_ROOT/clue_submission.zip, for the CLUE leaderboard).
 # Prints the paper's published row for MODEL last, for comparison.
 set -euo pipefail
-if [ $# -lt 4 ]; then sed -n '2,22p' "$0"; exit 2; fi
+if [ $# -lt 4 ]; then sed -n '2,24p' "$0"; exit 2; fi
 MODEL=$1; DATA_ROOT=$(realpath "$2"); PRETRAINED=$(realpath -m "$3")
 RUNS_ROOT=$(realpath -m "$4"); shift 4
 PYTHON=${PYTHON:-python}
@@ -76,27 +78,17 @@ fi
 "$PYTHON" -m cmrcx.eval --mixture=clue --runs_root="$RUNS_ROOT" --split test "${diagnostics[@]}"
 
 # Published: Table 2 of Xu et al., COLING 2020 (shared/papers/
-# clue_xu_et_al_coling2020.md), test accuracy (EM for CMRC). The paper's Avg is over all
-# nine tasks; Avg6 (over the six classification tasks) is computed here.
+# clue_xu_et_al_coling2020.md; cmrcx.benchmarks.clue.paper.TABLE_2), test accuracy (EM for
+# CMRC). The paper's Avg is over all nine tasks; Avg6 (over the six classification tasks)
+# is computed here.
 "$PYTHON" - "$MODEL" <<'PY'
 import sys
 
-COLUMNS = ("Avg", "TNEWS", "IFLYTEK", "CLUEWSC2020", "AFQMC", "CSL", "OCNLI", "CMRC", "ChID", "C3")
-TABLE_2 = {
-    "bert": ("BERT-base", (69.20, 56.58, 60.29, 63.45, 73.70, 80.36, 72.20, 69.72, 82.04, 64.50)),
-    "bert_wwm_ext": ("BERT-wwm-ext-base",
-                     (70.27, 56.84, 59.43, 62.41, 74.07, 80.63, 74.42, 73.23, 82.90, 68.50)),
-    "ernie": ("ERNIE-base", (69.72, 58.33, 58.96, 63.44, 73.83, 79.10, 74.11, 73.32, 82.28, 64.10)),
-    "roberta_large": ("RoBERTa-large",
-                      (71.01, 57.86, 62.55, 62.44, 74.02, 81.36, 76.82, 76.11, 84.50, 63.44)),
-    "roberta_wwm_ext": ("RoBERTa-wwm-ext-base",
-                        (71.17, 56.94, 60.31, 72.07, 74.04, 81.00, 74.72, 73.89, 83.62, 63.90)),
-    "roberta_wwm_ext_large": ("RoBERTa-wwm-ext-large",
-                              (74.90, 58.61, 62.98, 81.38, 76.55, 82.13, 78.20, 76.58, 85.37, 72.32)),
-    "xlnet_mid": ("XLNet-mid", (68.58, 56.24, 57.85, 61.04, 70.50, 81.26, 72.63, 66.51, 83.47, 67.68)),
-}
-name, values = TABLE_2[sys.argv[1]]
-columns = (*COLUMNS, "Avg6")
+from cmrcx.benchmarks.clue.paper import CLUE_TABLE_2, TABLE_2, TABLE_7_MODELS
+
+name = TABLE_7_MODELS[sys.argv[1]]
+values = TABLE_2[name]
+columns = ("Avg", *(column for column, _ in CLUE_TABLE_2), "Avg6")
 cells = [f"{v:.2f}" for v in (*values, sum(values[1:7]) / 6)]
 widths = [max(len(c), len(v)) for c, v in zip(columns, cells)]
 print(f"paper Table 2 (test), {name}")

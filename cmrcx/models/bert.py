@@ -27,10 +27,13 @@ from cmrcx.models.common import (
 
 # The feed-forward activations of the released BERT-shaped checkpoints, by their
 # config.json `hidden_act` name: BERT, BERT-wwm and the RoBERTa-wwm models use the exact
-# erf GeLU (transformers' "gelu"); ERNIE 1.0 uses ReLU (nghuyong/ernie-1.0-base-zh).
+# erf GeLU (transformers' "gelu"); ERNIE 1.0 uses ReLU (nghuyong/ernie-1.0-base-zh). ALBERT
+# (cmrcx.models.albert, which runs this module's layer) adds transformers' "gelu_new", the
+# tanh approximation that the `gelu` of Google's and brightmart's ALBERT modeling.py computes.
 ACTIVATIONS = {
     "gelu": functools.partial(nn.gelu, approximate=False),
     "relu": nn.relu,
+    "gelu_new": functools.partial(nn.gelu, approximate=True),
 }
 
 

@@ -16,6 +16,7 @@ A new family is a network module, a weights module and one `register(Family(...)
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import importlib
 from collections.abc import Callable
 from types import ModuleType
@@ -23,7 +24,7 @@ from typing import Any, NamedTuple
 
 import flax.linen as nn
 
-from cmrcx.models import bert, heads, t5, xlnet
+from cmrcx.models import albert, bert, heads, t5, xlnet
 
 
 class HeadOptions(NamedTuple):
@@ -67,6 +68,9 @@ class Family:
     # The bundled vocabulary of the family's models/<family>/tiny.gin (`cmrcx:` path):
     # local_tiny.gin's VOCAB_FILE 'cmrcx:tiny' stands for it (RunConfig.checked).
     tiny_vocab_file: str = "cmrcx:data/tiny_vocab.txt"
+    # Glob patterns of the config file of a TF release of this family (a directory without
+    # config.json): `cmrcx.convert` reads a directory holding a match as this family.
+    tf_release_configs: tuple[str, ...] = ()
 
 
 # The family of exports written before model_config.json named one (they are BERT).
@@ -109,6 +113,14 @@ def family_of_hf_type(model_type: str | None) -> Family | None:
     """The row reading config.json `model_type` (None: no such row)."""
     for row in FAMILIES.values():
         if model_type in row.hf_model_types:
+            return row
+    return None
+
+
+def family_of_tf_release(file_names) -> Family | None:
+    """The row whose `tf_release_configs` matches one of `file_names` (None: no row)."""
+    for row in FAMILIES.values():
+        if any(fnmatch.filter(file_names, pattern) for pattern in row.tf_release_configs):
             return row
     return None
 
@@ -166,6 +178,16 @@ def decode_model(config):
     if row.decode_model is None:
         raise ValueError(f"model family {row.name!r} does not decode")
     return row.decode_model(config)
+
+
+def _albert_encoder(config: albert.AlbertConfig, name: str) -> nn.Module:
+    return albert.AlbertEncoder(config, name=name)
+
+
+def _albert_heads(config: albert.AlbertConfig) -> HeadOptions:
+    # transformers' AlbertFor*: classifier_dropout_prob on the pooled output (the releases
+    # set no dropout inside the encoder); Google's run_classifier.py drops 0.1 there too.
+    return HeadOptions(config.classifier_dropout, config.initializer_range)
 
 
 def _bert_encoder(config: bert.BertConfig, name: str) -> nn.Module:
@@ -229,5 +251,18 @@ register(
         head_options=_xlnet_heads,
         input_layout="xlnet",
         tiny_vocab_file="cmrcx:data/xlnet_tiny/spiece.model",
+    )
+)
+register(
+    Family(
+        name="albert",
+        config_class=albert.AlbertConfig,
+        vocabulary="wordpiece",  # both Chinese releases: Google's Chinese BERT vocabulary
+        vocab_file="vocab.txt",
+        hf_model_types=("albert",),
+        encoder=_albert_encoder,
+        head_options=_albert_heads,
+        # Google's albert_config.json; brightmart's albert_config_tiny.json (albert_zh).
+        tf_release_configs=("albert_config*.json",),
     )
 )

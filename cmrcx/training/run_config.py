@@ -209,6 +209,7 @@ _FREE_MODEL_FIELDS = (
     "dropout_rate",
     "dropout",
     "summary_last_dropout",
+    "classifier_dropout",  # ALBERT's, before the task head
 )
 
 

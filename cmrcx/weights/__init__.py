@@ -8,7 +8,8 @@ cmrcx exports (`exports`), and one module per model family with the same names:
   hf_tensors(params, config)                     params tree -> (HF name, tensor) pairs
   describe(config) -> str                        the geometry `cmrcx.convert` prints
   read_dir(directory) -> hf_io.Release           a release directory, read whole
-  vocabulary_files(directory) -> [names]         what `cmrcx.convert` copies beside it
+  vocabulary_files(directory) -> [names]         what `cmrcx.convert` copies beside it (a
+                                                 name, or (release name, export name))
   write_hf_dir(out, params, config, vocab_file)  `cmrcx.export --format hf`
   verify(source, export_dir) (optional)          `cmrcx.convert --verify` against torch
   WeightError, PretrainedFormatError             what they raise

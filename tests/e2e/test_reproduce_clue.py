@@ -21,10 +21,10 @@ from cmrcx.common.paths import package_path
 SCRIPT = REPO_ROOT / "tools" / "reproduce_clue.sh"
 
 
-def run_script(data_root, tmp_path):
+def run_script(data_root, tmp_path, model="bert"):
     runs = tmp_path / "runs"
     extra = [
-        "--gin_file=local_tiny.gin",  # tiny BERT, tiny vocabulary, random weights
+        "--gin_file=local_tiny.gin",  # the model's family tiny, tiny vocabulary, random weights
         "--gin.PRETRAINED=None",  # after the script's own binding: this one wins
         "--gin.RunConfig.vocabulary_name='tiny'",
         "--gin.RunConfig.num_train_steps=2",
@@ -32,7 +32,7 @@ def run_script(data_root, tmp_path):
         f"--gin.RunConfig.tfds_cache_dir='{tmp_path}/tfds'",
     ]
     out = subprocess.run(
-        ["bash", str(SCRIPT), "bert", str(data_root), str(tmp_path / "no_export"), str(runs)]
+        ["bash", str(SCRIPT), model, str(data_root), str(tmp_path / "no_export"), str(runs)]
         + extra,
         capture_output=True,
         text=True,

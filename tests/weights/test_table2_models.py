@@ -263,8 +263,8 @@ def test_release_converts_with_parity(tmp_path, capsys, release):
 @pytest.mark.parametrize(
     "changes, field",
     [
-        ({"model_type": "albert"}, "model_type 'albert'"),
-        ({"hidden_act": "gelu_new"}, "hidden_act 'gelu_new'"),
+        ({"model_type": "deberta-v2"}, "model_type 'deberta-v2'"),  # no family reads it
+        ({"hidden_act": "swish"}, "hidden_act 'swish'"),
         ({"position_embedding_type": "relative_key"}, "position_embedding_type"),
         ({"model_type": "ernie", "use_task_id": True}, "use_task_id true"),
     ],
