@@ -66,6 +66,7 @@ class Decoding:
     method: str  # "greedy" | "sample" (`decoding.greedy` / `decoding.sample`)
     top_k: int = 0  # sample among the k most likely tokens; 0: all
     temperature: float = 1.0  # logits / temperature before sampling
+    max_new_tokens: int | None = None  # tokens at most, EOS included; None: target_length
 
 
 @dataclasses.dataclass(frozen=True)
