@@ -27,8 +27,12 @@ demo: $(STAMP)
 	$(BIN)/python -m cmrcx.train --gin_file=clue_cmrc2018_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/clue_cmrc2018'"
 	$(BIN)/python -m cmrcx.score cmrc2018 cmrcx/data/clue_mrc_sample/cmrc2018_public/dev.json \
 		$(DEMO_DIR)/clue_cmrc2018/predictions/clue_cmrc2018_tiny_validation.json
+	$(BIN)/python -m cmrcx.train --gin_file=lot_outgen_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/lot_outgen'"
+	$(BIN)/python -m cmrcx.score lot_outgen cmrcx/data/lot_sample/outgen/val.jsonl \
+		$(DEMO_DIR)/lot_outgen/predictions/lot_outgen_validation.jsonl
 	@echo "checkpoints: $(DEMO_DIR)/checkpoints  predictions: $(DEMO_DIR)/predictions"
 	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc  CLUE CMRC 2018: $(DEMO_DIR)/clue_cmrc2018"
+	@echo "LOT OutGen: $(DEMO_DIR)/lot_outgen"
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q --durations=25
