@@ -10,9 +10,6 @@ those resolve too, to the current version, CLUE 1.1, where a task has two:
 >>> resolve("chid"), resolve("clue_c3"), resolve("CMRC 2018"), resolve("tnews1.0")
 ('clue_chid11', 'clue_c311', 'clue_cmrc2018', 'clue_tnews10')
 
-LOT's generation tasks resolve from the LOT paper's names: ``PlotCom`` is ``lot_plotcom``,
-``OutGen`` ``lot_outgen``.
-
 Matching ignores case, spaces, dots, hyphens, underscores and apostrophes (Table 2 of
 the CLUE paper writes ``TNEWS'``), and reads ``³`` as ``3``. A name that is not a task
 raises `UnknownTaskName` listing what is accepted.
@@ -27,8 +24,6 @@ from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_CLASSIFICATION_TASKS
 
 CMRC2019 = "cmrc2019"
-# LOT's generation tasks: the paper's names (Guan et al., TACL 2022, Table 11) -> registered.
-LOT_GENERATION_TASKS = {"PlotCom": "lot_plotcom", "OutGen": "lot_outgen"}
 CURRENT_CLUE_VERSION = "1.1"  # the leaderboard's current version ([SUBMIT] *11_predict.json)
 
 
@@ -54,9 +49,6 @@ def _names() -> dict[str, str]:
     for dataset, task in paper_names().items():  # the current version's task
         for name in (dataset, f"clue_{dataset}"):
             names.setdefault(_key(name), task)
-    for paper_name, task in LOT_GENERATION_TASKS.items():
-        names[_key(task)] = task
-        names[_key(paper_name)] = task
     return names
 
 

@@ -26,8 +26,8 @@ files: "example_index" (int32, the record's place in its split), "line" (int32, 
 Postprocessing and metrics: predictions are the decoded output, special tokens kept
 (`decoded_output`), cleaned as the authors' gen.py does
 (`cmrcx.benchmarks.lot.generation.generation_text`); targets are the official JSON
-objects (`raw`), and `official_metrics` scores them with the official eval.py's semantics
-(`cmrcx.benchmarks.lot.metrics.generation_metrics`).
+objects (`raw`), and `official_metrics` scores them as `cmrcx.score` scores the prediction
+file (the official eval.py's semantics: `cmrcx.benchmarks.lot.generation_metrics`).
 """
 
 from __future__ import annotations
@@ -52,65 +52,16 @@ FIRST_SENTINEL = 1  # LongLM's <extra_id_1> (cmrcx.tasks.lot.pretraining.FIRST_S
 
 @dataclasses.dataclass(frozen=True)
 class GenerationTask:
-    """One LOT generation task and its Table 11 cells (LOT paper, percent)."""
+    """One LOT generation task (its Table 11 cells: `cmrcx.benchmarks.lot.paper`)."""
 
     name: str  # registered as <name>_<vocabulary_name>; RunConfig.task
     lot_task: str  # `cmrcx.benchmarks.lot.formats.TASKS` / `lot` TFDS config name
     target_field: str  # the official file's target: PlotCom "plot", OutGen "story"
-    metric_names: tuple[str, ...]  # Table 11's columns, the official eval.py's keys
-    # model -> {split: Table 11 cells in metric_names order}
-    table11: Mapping[str, Mapping[str, tuple[float, ...]]]
 
 
 TASKS = {
-    "lot_plotcom": GenerationTask(
-        name="lot_plotcom",
-        lot_task="plotcom",
-        target_field="plot",
-        metric_names=("bleu-1", "bleu-2", "distinct-1", "distinct-2"),
-        table11={
-            "mt5_base": {
-                "validation": (22.56, 6.46, 24.44, 71.31),
-                "test": (22.52, 6.48, 24.33, 70.53),
-            },
-            "longlm_small": {
-                "validation": (21.78, 7.11, 20.17, 59.63),
-                "test": (22.05, 7.45, 19.93, 59.79),
-            },
-            "longlm_base": {
-                "validation": (22.91, 8.28, 22.16, 63.54),
-                "test": (23.28, 8.58, 21.37, 62.43),
-            },
-            "longlm_large": {
-                "validation": (23.76, 8.70, 25.93, 72.18),
-                "test": (24.20, 9.06, 25.75, 71.08),
-            },
-        },
-    ),  # fmt: skip
-    "lot_outgen": GenerationTask(
-        name="lot_outgen",
-        lot_task="outgen",
-        target_field="story",
-        metric_names=("bleu-1", "bleu-2", "distinct-1", "distinct-2", "coverage", "order"),
-        table11={
-            "mt5_base": {
-                "validation": (36.71, 22.25, 14.52, 50.01, 77.98, 63.15),
-                "test": (36.33, 22.07, 10.90, 43.65, 78.66, 63.79),
-            },
-            "longlm_small": {
-                "validation": (35.03, 19.17, 10.80, 39.70, 62.53, 56.53),
-                "test": (34.48, 19.17, 7.93, 34.25, 63.75, 57.64),
-            },
-            "longlm_base": {
-                "validation": (40.33, 24.29, 14.66, 51.82, 79.60, 62.78),
-                "test": (40.25, 24.15, 10.75, 44.40, 79.88, 63.67),
-            },
-            "longlm_large": {
-                "validation": (42.79, 24.91, 16.13, 57.71, 80.46, 64.36),
-                "test": (42.10, 24.77, 12.04, 50.29, 81.48, 64.82),
-            },
-        },
-    ),  # fmt: skip
+    "lot_plotcom": GenerationTask(name="lot_plotcom", lot_task="plotcom", target_field="plot"),
+    "lot_outgen": GenerationTask(name="lot_outgen", lot_task="outgen", target_field="story"),
 }
 
 
@@ -210,11 +161,20 @@ def generation_postprocessor(output, example=None, is_target=False, *, drop_last
 
 
 def official_metrics(targets, predictions, *, lot_task: str) -> dict[str, float]:
-    """The official eval.py's metrics of `predictions` (cleaned texts) against `targets`
-    (the gold JSON objects): `cmrcx.benchmarks.lot.metrics.generation_metrics`."""
-    from cmrcx.benchmarks.lot import metrics  # the scorers' module, loaded when scoring
+    """What `python -m cmrcx.score lot_<task> GOLD PRED` reports of the same texts:
+    `cmrcx.benchmarks.lot.generation_metrics.generation_metrics` of `predictions` (the
+    cleaned texts) against `targets` (the gold JSON objects), and for OutGen the
+    organisers' weighted score of those (`cmrcx.benchmarks.lot.overall`), as
+    `cmrcx.benchmarks.lot.scoring.score_generation` adds it."""
+    # The scorers' modules, loaded when scoring (jieba, nltk).
+    from cmrcx.benchmarks.lot.generation_metrics import generation_metrics
 
-    return metrics.generation_metrics(lot_task, list(targets), list(predictions))
+    scores = dict(generation_metrics(lot_task, list(targets), list(predictions)))
+    if lot_task == "outgen":
+        from cmrcx.benchmarks.lot.overall import organisers_weighted_score
+
+        scores["organisers-weighted-score"] = organisers_weighted_score(scores)
+    return scores
 
 
 # --- Registration -----------------------------------------------------------------------

@@ -5,6 +5,7 @@ official JSON object; the postprocessor and metric function the run uses."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import types
@@ -94,20 +95,59 @@ def test_decoded_output_and_postprocessor(vocab):
     assert gold == {"story": "甲", "outline": ["乙"]}
 
 
-def test_metric_fn_is_the_official_generation_metrics(monkeypatch, cache):
-    calls = []
-    fake = types.ModuleType("cmrcx.benchmarks.lot.metrics")
-    fake.generation_metrics = lambda task, golds, predictions: (
-        calls.append((task, golds, predictions)) or {"bleu-1": 0.5}
-    )
-    monkeypatch.setitem(sys.modules, "cmrcx.benchmarks.lot.metrics", fake)
+GENERATION_METRICS = "cmrcx.benchmarks.lot.generation_metrics"
+OVERALL = "cmrcx.benchmarks.lot.overall"
+
+
+def lot_scorer_modules() -> dict[str, types.ModuleType]:
+    """The LOT scorers' modules `official_metrics` imports: the real ones when present
+    (they come with the scoring work), else stand-ins with the same functions. Either
+    way `generation_metrics` calls are recorded in that module's `.calls`."""
+    try:
+        real = importlib.import_module(GENERATION_METRICS).generation_metrics
+    except ImportError:
+
+        def real(task, golds, predictions):
+            assert len(golds) == len(predictions)
+            return {"bleu-1": 0.25, "distinct-1": float(len(predictions))}
+
+    try:
+        overall = importlib.import_module(OVERALL)
+    except ImportError:
+        overall = types.ModuleType(OVERALL)
+        overall.organisers_weighted_score = lambda metrics: metrics["bleu-1"] / 2
+
+    recorder = types.ModuleType(GENERATION_METRICS)
+    recorder.calls = []
+
+    def generation_metrics(task, golds, predictions):
+        recorder.calls.append((task, golds, predictions))
+        return real(task, golds, predictions)
+
+    recorder.generation_metrics = generation_metrics
+    return {GENERATION_METRICS: recorder, OVERALL: overall}
+
+
+def install(patch: pytest.MonkeyPatch, modules: dict[str, types.ModuleType]) -> None:
     import cmrcx.benchmarks.lot
 
-    monkeypatch.setattr(cmrcx.benchmarks.lot, "metrics", fake, raising=False)
-    (name,) = lot_tasks.register(
-        "tiny", SPIECE, {"lot_plotcom": DATA["lot_plotcom"]}, tfds_cache_dir=cache
-    )
-    task = seqio.get_mixture_or_task(name)
-    (metric_fn,) = task.predict_metric_fns
-    assert metric_fn([{"plot": "甲"}], ["乙"]) == {"bleu-1": 0.5}
-    assert calls == [("plotcom", [{"plot": "甲"}], ["乙"])]
+    for name, module in modules.items():
+        patch.setitem(sys.modules, name, module)
+        patch.setattr(cmrcx.benchmarks.lot, name.rsplit(".", 1)[1], module, raising=False)
+
+
+def test_metric_fn_is_what_cmrcx_score_reports(monkeypatch, cache):
+    modules = lot_scorer_modules()
+    install(monkeypatch, modules)
+    names = lot_tasks.register("tiny", SPIECE, DATA, tfds_cache_dir=cache)
+    plotcom, outgen = (seqio.get_mixture_or_task(name).predict_metric_fns for name in names)
+    recorder, overall = modules[GENERATION_METRICS], modules[OVERALL]
+    gold, predicted = {"plot": "他回家了。"}, ["他回家了。"]
+    (metric_fn,) = plotcom
+    assert metric_fn([gold], predicted) == recorder.generation_metrics("plotcom", [gold], predicted)
+    assert recorder.calls[0] == ("plotcom", [gold], predicted)
+    gold = {"story": "他回家了。", "outline": ["回家"], "title": "甲"}
+    (metric_fn,) = outgen
+    scores = recorder.generation_metrics("outgen", [gold], ["他回家。"])
+    expected = {**scores, "organisers-weighted-score": overall.organisers_weighted_score(scores)}
+    assert metric_fn([gold], ["他回家。"]) == pytest.approx(expected)
