@@ -30,8 +30,12 @@ demo: $(STAMP)
 	$(BIN)/python -m cmrcx.train --gin_file=lot_clozet_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/lot_clozet'"
 	$(BIN)/python -m cmrcx.score lot_clozet cmrcx/data/lot_sample/clozet/val.jsonl \
 		$(DEMO_DIR)/lot_clozet/predictions/lot_clozet_validation.jsonl
+	$(BIN)/python -m cmrcx.train --gin_file=lot_outgen_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/lot_outgen'"
+	$(BIN)/python -m cmrcx.score lot_outgen cmrcx/data/lot_sample/outgen/val.jsonl \
+		$(DEMO_DIR)/lot_outgen/predictions/lot_outgen_validation.jsonl
 	@echo "checkpoints: $(DEMO_DIR)/checkpoints  predictions: $(DEMO_DIR)/predictions"
 	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc  CLUE CMRC 2018: $(DEMO_DIR)/clue_cmrc2018"
+	@echo "LOT OutGen: $(DEMO_DIR)/lot_outgen"
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q --durations=25

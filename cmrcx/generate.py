@@ -21,6 +21,19 @@ line is attended, 0 included (<unk> in LongLM's spiece.model, whose ids are <unk
 </s> 2, <pad> 5). When the export's pad / eos ids are not its spiece.model's, a note
 says so (text lines still end in the vocabulary's EOS, as T5Tokenizer appends it).
 
+LOT files: with --task lot_outgen|lot_plotcom, or when FILE's first line is a JSON object
+(an "outline" field: OutGen; else a "story": PlotCom), FILE is an official OutGen or
+PlotCom jsonl file (thu-coai/LOT-LongLM datasets/<task>/README.md; a test file without
+targets too). Each record's input is built in the authors' format
+(`cmrcx.benchmarks.lot.generation`: OutGen `TITLE#p1#...#pn<extra_id_1>`, PlotCom the
+story with its blank replaced by `<extra_id_1>`), tokenized and cut as above, and the
+output is cleaned as the authors' gen.py does (`generation_text`: cut at "</s>", special
+tokens and white space removed, half-width punctuation made full width; with
+GenerationConfig.drop_last_char_without_eos, gen.py's slip too). FILE.jsonl is then the
+official file's schema, line by line: each record as read, its target ("story" /
+"plot") set to the generation, which the official eval.py (and `cmrcx.score`) scores.
+Without --gin_file, a LOT file is decoded with runs/lot_generation.gin (the paper's).
+
 Decoding options are a gin-configurable `GenerationConfig` (default: greedy);
 `--gin_file=runs/lot_generation.gin` is the LOT paper's top-k sampling. Flags
 (--decoding greedy|sample|beam, --top_k, --top_p, --temperature, --num_beams,
@@ -49,6 +62,8 @@ from cmrcx.common.errors import ConfigError, DataFormatError
 
 DECODINGS = ("greedy", "sample", "beam")
 SENTENCEPIECE_FILE = "spiece.model"
+LOT_TASKS = {"lot_outgen": "outgen", "lot_plotcom": "plotcom"}  # --task -> the file's task
+LOT_GIN_FILE = "runs/lot_generation.gin"  # a LOT file's decoding without --gin_file
 
 
 @gin.configurable
@@ -68,6 +83,8 @@ class GenerationConfig:
     early_stopping: bool | str = False  # beam: transformers' False | True | "never"
     decoder_start_token_id: int | None = None  # None: the export's (T5: pad, 0)
     seed: int = 0  # sample: the PRNG key
+    # LOT files: gen.py's slip, the last character of an output without "</s>" dropped.
+    drop_last_char_without_eos: bool = False
 
     def checked(self, vocab_size: int) -> GenerationConfig:
         """Itself, or ConfigError naming the first bad value."""
@@ -111,7 +128,13 @@ def parse_flags(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m cmrcx.generate", description=__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--checkpoint", required=True, help="cmrcx T5 export directory")
-    parser.add_argument("--input", required=True, help="one text or JSON id list per line")
+    parser.add_argument(
+        "--input", required=True, help="one text or JSON id list per line, or a LOT jsonl file"
+    )
+    parser.add_argument(
+        "--task", choices=sorted(LOT_TASKS), default=None,
+        help="read --input as this LOT task's official jsonl file (default: by its fields)",
+    )  # fmt: skip
     parser.add_argument("--output", required=True, help="JSON lines file to write")
     parser.add_argument(
         "--gin_file", action="append", default=[], help="e.g. runs/lot_generation.gin"
@@ -185,6 +208,44 @@ def read_inputs(path: str, vocab, vocab_size: int, max_input_length: int):
             ids = next(encoded)[: max_input_length - 1]
             inputs.append((line, ids if ids[-1:] == [vocab.eos_id] else [*ids, vocab.eos_id]))
     return inputs
+
+
+def lot_task_of(path: str, task_flag: str | None) -> str | None:
+    """The LOT task ("outgen", "plotcom") whose file `path` is, or None for a text file:
+    --task if given, else by the fields of the first line when it is a JSON object."""
+    if task_flag is not None:
+        return LOT_TASKS[task_flag]
+    with open(path, "rb") as f:
+        first = f.readline().decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+    try:
+        fields = json.loads(first) if first.startswith("{") else None
+    except json.JSONDecodeError:
+        return None  # a text line that happens to start with "{"
+    if not isinstance(fields, dict):
+        return None
+    if "outline" in fields:
+        return "outgen"
+    if "story" in fields:
+        return "plotcom"
+    raise DataFormatError(
+        f"{path}: line 1: a JSON object with neither 'outline' (OutGen) nor 'story' (PlotCom); "
+        "give --task lot_outgen or --task lot_plotcom"
+    )
+
+
+def read_lot_records(path: str, lot_task: str, vocab, max_input_length: int):
+    """(the file's records, [(input text, source ids)]): each record's input in the
+    authors' format, tokenized as a text line is (cut, then EOS)."""
+    import tensorflow as tf
+
+    from cmrcx.benchmarks.lot import formats, generation
+
+    records = formats.read_file(lot_task, path)
+    texts = [generation.source_and_target(record)[0] for record in records]
+    encoded = vocab.encode_tf(tf.constant(texts)).to_list()
+    inputs = [(text, [*ids[: max_input_length - 1], vocab.eos_id])
+              for text, ids in zip(texts, encoded, strict=True)]  # fmt: skip
+    return records, inputs
 
 
 def _token_ids(line: str, vocab_size: int, max_input_length: int, where: str) -> list[int]:
@@ -307,26 +368,52 @@ def generations(generation: GenerationConfig, config, params, vocab, inputs):
             yield {"input": written, "text": readable_text(vocab, generated), "ids": generated}
 
 
+def write_lot_predictions(output: str, records, outputs, vocab, eos_id: int, drop_last: bool):
+    """The official file's schema: each record with its target set to the cleaned output."""
+    from cmrcx.benchmarks.lot import formats, generation
+    from cmrcx.tasks.lot.generation import decoded_output
+
+    texts = [
+        generation.generation_text(decoded_output(vocab, out["ids"], eos_id), drop_last)
+        for out in outputs
+    ]
+    formats.write_predictions(output, records, texts)
+
+
 def main(argv: Sequence[str]) -> None:
     args = parse_flags(argv)
-    generation = generation_config(args)
     input_path, output = paths.resolve_path(args.input), paths.resolve_path(args.output)
     if not os.path.isfile(input_path):
         raise ConfigError(f"input file not found: {input_path}")
+    lot_task = lot_task_of(input_path, args.task)
+    if lot_task is not None and not args.gin_file:
+        args.gin_file = [LOT_GIN_FILE]
+        print(f"LOT {lot_task} file: decoding with {LOT_GIN_FILE}", flush=True)
+    generation = generation_config(args)
     config, params, spiece = load_export(paths.resolve_path(args.checkpoint))
     generation = generation.checked(config.vocab_size)
     launch.prepare_process()  # before the vocabulary imports TensorFlow
     vocab = load_vocabulary(spiece, config.vocab_size)
     _note_special_id_differences(config, vocab, spiece)
-    inputs = read_inputs(input_path, vocab, config.vocab_size, generation.max_input_length)
+    if lot_task is None:
+        inputs = read_inputs(input_path, vocab, config.vocab_size, generation.max_input_length)
+    else:
+        records, inputs = read_lot_records(input_path, lot_task, vocab, generation.max_input_length)
     if generation.decoder_start_token_id is not None:
         config = dataclasses.replace(
             config, decoder_start_token_id=generation.decoder_start_token_id
         )
     os.makedirs(os.path.dirname(output), exist_ok=True)
-    with open(output, "w", encoding="utf-8") as out:
-        for record in generations(generation, config, params, vocab, inputs):
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    outputs = generations(generation, config, params, vocab, inputs)
+    if lot_task is not None:
+        write_lot_predictions(
+            output, records, list(outputs), vocab, config.eos_token_id,
+            generation.drop_last_char_without_eos,
+        )  # fmt: skip
+    else:
+        with open(output, "w", encoding="utf-8") as out:
+            for record in outputs:
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
     print(f"wrote {len(inputs)} generations to {output}")
 
 

@@ -1,14 +1,15 @@
 """SeqIO registrations, one module per benchmark (installed as `cmrcx.tasks`):
-`cmrc2019`, `clue.classification`, `clue.reading`, `lot.pretraining`.
+`cmrc2019`, `clue.classification`, `clue.reading`, `lot.pretraining`, `lot.generation`.
 
 Every module has the same two entry points:
 
 * ``register(vocabulary_name, vocab_file, data_dirs, **options) -> list[str]`` registers
   the module's tasks for one vocabulary and returns their names. ``data_dirs`` says where
   the official files are: task name -> folder (CLUE: ``{"clue_afqmc": ".../afqmc_public"}``;
-  CMRC 2019: ``{"cmrc2019": dir}``); LongLM's pretraining corpus has no task files but
-  splits of .txt texts, so there it is split -> folder (``{"train": corpus, "validation":
-  held_out}``). Options are keyword-only; ``max_length`` is the encoder's length everywhere.
+  CMRC 2019: ``{"cmrc2019": dir}``; LOT: ``{"lot_outgen": dir}``); LongLM's pretraining
+  corpus has no task files but splits of .txt texts, so there it is split -> folder
+  (``{"train": corpus, "validation": held_out}``). Options are keyword-only;
+  ``max_length`` is the encoder's length everywhere.
 * ``task_name(task, vocabulary_name, role="")`` below: the one naming rule.
 """
 

@@ -9,7 +9,9 @@ pad with 0, which is <unk>, a real token, in LongLM's spiece.model), and no id i
 taken for padding, so an id 0 inside a text is attended and scored like any other.
 and, when the model decodes while scoring (`decodings` given):
   decode_method: [batch] index into `decodings`; -1: do not generate for this row
-  example_index: [batch] the example's number in the split (seeds sampling)
+  example_index: [batch] the example's number in the split: row i samples with the key
+    fold_in(key(sampling_seed), example_index[i]), so its generation does not depend on
+    the batch it is in
 
 Teacher forcing as transformers' T5ForConditionalGeneration(labels=...): the decoder
 reads [decoder_start_token_id] + targets[:-1] (`cmrcx.models.common.shift_right`) under
@@ -25,6 +27,7 @@ LongLM holds the bare tree; a cmrcx export of a run of this Model API holds
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,15 +42,20 @@ from cmrcx.models.common import shift_right
 
 TOKEN_KEYS = ("inputs", "inputs_mask", "targets", "targets_mask")
 DECODE_KEYS = ("decode_method", "example_index")
-SAMPLING_SEED = 0  # decoding.sample's key: fold_in(key(SAMPLING_SEED), first example_index)
+SAMPLING_SEED = 0  # default seed of the sampling keys: fold_in(key(seed), example_index)
 
 
 class Seq2SeqModel:
     """An encoder-decoder, token cross-entropy to the targets under teacher forcing.
 
     decodings: how score_batch generates for rows with decode_method k: objects with
-    `method` ("greedy" | "sample"), `top_k`, `temperature` (`cmrcx.tasks.lot.pretraining.Decoding`).
-    Empty: score_batch returns log-likelihoods only.
+    `method` ("greedy" | "sample"), `top_k`, `temperature` and `max_new_tokens` (None:
+    target_length) (`cmrcx.tasks.lot.pretraining.Decoding`). Empty: score_batch returns
+    log-likelihoods only.
+    generation_start_token_id: the decoder's first input when generating
+    (transformers' `generate(decoder_start_token_id=...)`); None: the config's
+    decoder_start_token_id, which teacher forcing always shifts with.
+    sampling_seed: the sampling keys' seed (see `example_index` above).
     """
 
     train_keys = (*TOKEN_KEYS, "example_mask")
@@ -58,15 +66,29 @@ class Seq2SeqModel:
         input_length: int,
         target_length: int,
         decodings: Sequence[Any] = (),
+        *,
+        generation_start_token_id: int | None = None,
+        sampling_seed: int = SAMPLING_SEED,
     ):
         self.module, self.config = network, network.config
         self.input_length, self.target_length = input_length, target_length
         self.encoder_name = registry.family_of(self.config).name
-        self.decoder = registry.decode_model(self.config)  # generates in `score_batch`
+        self.decoder = registry.decode_model(self.config)  # teacher forcing's shift_right
+        generation_config = self.config
+        if generation_start_token_id is not None:
+            generation_config = dataclasses.replace(
+                self.config, decoder_start_token_id=generation_start_token_id
+            )
+        self.generator = registry.decode_model(generation_config)  # generates in score_batch
+        self.sampling_seed = sampling_seed
         self.decodings = tuple(decodings)
         for method in self.decodings:
             if method.method not in ("greedy", "sample"):
                 raise ValueError(f"decoding method {method.method!r}: use greedy or sample")
+            if not 0 < (method.max_new_tokens or target_length) <= target_length:
+                raise ValueError(
+                    f"max_new_tokens {method.max_new_tokens}: 1 to target_length {target_length}"
+                )
         self.score_keys = (*self.train_keys, *(DECODE_KEYS if self.decodings else ()))
 
     def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
@@ -129,24 +151,30 @@ class Seq2SeqModel:
 
     def generate(self, params, batch: dict) -> jax.Array:
         """int32 [batch, target_length]: each row decoded by decodings[decode_method]
-        (pad for -1). Each method runs only when some row of the batch asks for it."""
+        (pad for -1, and after a method's max_new_tokens). Each method runs only when
+        some row of the batch asks for it."""
         network_params, method_of_row = params[self.encoder_name], batch["decode_method"]
-        pad = self.decoder.pad_token_id
+        pad = self.generator.pad_token_id
         generated = jnp.full([method_of_row.shape[0], self.target_length], pad, jnp.int32)
-        rng = jax.random.fold_in(jax.random.key(SAMPLING_SEED), batch["example_index"][0])
+        seed = jax.random.key(self.sampling_seed)
+        row_keys = jax.vmap(lambda i: jax.random.fold_in(seed, i))(batch["example_index"])
         for index, method in enumerate(self.decodings):
 
             def run(method=method):
-                args = (self.decoder, network_params, batch["inputs"], batch["inputs_mask"])
+                args = (self.generator, network_params, batch["inputs"], batch["inputs_mask"])
+                steps = method.max_new_tokens or self.target_length
                 if method.method == "greedy":
-                    return decoding.greedy(*args, self.target_length).tokens
-                return decoding.sample(
-                    *args,
-                    self.target_length,
-                    rng,
-                    temperature=method.temperature,
-                    top_k=method.top_k,
-                ).tokens
+                    tokens = decoding.greedy(*args, steps).tokens
+                else:
+                    tokens = decoding.sample(
+                        *args,
+                        steps,
+                        row_keys,
+                        temperature=method.temperature,
+                        top_k=method.top_k,
+                    ).tokens
+                padding = [(0, 0), (0, self.target_length - steps)]
+                return jnp.pad(tokens, padding, constant_values=pad)
 
             rows = method_of_row == index
             tokens = jax.lax.cond(jnp.any(rows), lambda _: run(), lambda kept: kept, generated)

@@ -95,7 +95,7 @@ def _generate(
     def step_fn(state):
         step, last, cache, tokens, lengths, done = state
         logits, cache = model.decode_step(params, last, cache, step, mask)
-        chosen = choose(logits, jax.random.fold_in(rng, step)).astype(jnp.int32)
+        chosen = choose(logits, _step_keys(rng, step)).astype(jnp.int32)
         chosen = jnp.where(done, model.pad_token_id, chosen)
         tokens = tokens.at[:, step].set(chosen)
         lengths = jnp.where(done, lengths, step + 1)
@@ -105,12 +105,22 @@ def _generate(
     return Decoded(tokens, lengths)
 
 
+def _step_keys(rng, step):
+    """The keys of one step: fold_in(rng, step) for one key; per row for a key per row."""
+    if rng.ndim == 0:
+        return jax.random.fold_in(rng, step)
+    return jax.vmap(jax.random.fold_in, in_axes=(0, None))(rng, step)
+
+
 @functools.cache
 def _jitted(model: DecodeModel, max_new_tokens: int, temperature, top_k, top_p, sampling: bool):
     if sampling:
 
         def choose(logits, rng):
-            return jax.random.categorical(rng, filter_logits(logits, temperature, top_k, top_p))
+            filtered = filter_logits(logits, temperature, top_k, top_p)
+            if rng.ndim == 0:  # one key: the rows draw together
+                return jax.random.categorical(rng, filtered)
+            return jax.vmap(jax.random.categorical)(rng, filtered)  # a key per row
     else:
 
         def choose(logits, rng):
@@ -142,7 +152,9 @@ def sample(
 ):
     """Ancestral sampling from `filter_logits(logits, temperature, top_k, top_p)`.
 
-    Step t draws with jax.random.fold_in(rng, t); rows draw independently. -> `Decoded`.
+    rng: one key, and step t draws every row with jax.random.fold_in(rng, t); or a key
+    per row (a key array [batch]), and row i draws step t with fold_in(rng[i], t), so a
+    row's tokens do not depend on the other rows of its batch. -> `Decoded`.
     """
     run = _jitted(model, max_new_tokens, float(temperature), int(top_k), float(top_p), True)
     return run(params, input_ids, attention_mask, rng)

@@ -29,15 +29,26 @@ DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019
 # The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
 # LongLM pretraining: the mixture of both objectives, or one (cmrcx.tasks.lot.pretraining.TASKS).
 LONGLM_TASKS = ("longlm_pretrain", "longlm_infilling", "longlm_continuation")
-RUN_TASKS = ("cmrc2019", *CLUE_TASKS, *CLUE_MRC_TASKS, *LONGLM_TASKS, *LOT_UNDERSTANDING_TASKS)
+# LOT's generation tasks (cmrcx.tasks.lot.generation.TASKS).
+LOT_GENERATION_TASKS = ("lot_plotcom", "lot_outgen")
+RUN_TASKS = (
+    "cmrc2019",
+    *CLUE_TASKS,
+    *CLUE_MRC_TASKS,
+    *LONGLM_TASKS,
+    *LOT_UNDERSTANDING_TASKS,
+    *LOT_GENERATION_TASKS,
+)
+GENERATION_METHODS = ("greedy", "sample")  # RunConfig.generation_method
 _DATA_HINTS = {
     "longlm": "of the pretraining corpus: a folder of UTF-8 .txt files (novels, stories; "
     "LOT paper section 4), and RunConfig.validation_data_dir a folder of held-out texts",
     "cmrc2019": "cmrc2019_train.json / cmrc2019_dev.json (https://github.com/ymcui/cmrc2019)",
-    "lot": "of the task: the folder of its official train.jsonl, val.jsonl, test.jsonl "
-    "(thu-coai/LOT-LongLM datasets/<task>/, or the HuggingFace copy Jiann/LOT)",
     "clue": "of the task, the unpacked official folder, e.g. afqmc_public/ holding train.json, "
     "dev.json, test.json (https://github.com/CLUEbenchmark/CLUE)",
+    "lot": "of the task: the folder of its train.jsonl, val.jsonl and test.jsonl "
+    "(https://github.com/thu-coai/LOT-LongLM datasets/<task>/; a copy: "
+    "https://huggingface.co/datasets/Jiann/LOT)",
 }
 
 
@@ -99,6 +110,19 @@ class RunConfig:
     target_length: int = 512
     validation_data_dir: str | None = None  # LongLM: folder of held-out .txt texts
     max_decoded_examples: int = 16  # LongLM BLEU: texts decoded per objective (paper: 1,000)
+    # LOT generation (PlotCom, OutGen): every evaluation example is generated this way
+    # (LOT paper section 5.2: top-k sampling, k 40, temperature 0.7; runs/lot_generation.gin).
+    generation_method: str = "sample"  # greedy | sample
+    generation_top_k: int = 40  # sample among the k most likely tokens; 0: all
+    generation_temperature: float = 0.7  # logits / temperature before sampling
+    generation_max_new_tokens: int | None = None  # EOS included; None: target_length
+    # The decoder's first input when generating (transformers' generate(decoder_start_token_id=
+    # ...); the authors' gen.py: 1). None: the model's decoder_start_token_id, the one
+    # teacher forcing shifts with.
+    generation_start_token_id: int | None = None
+    generation_seed: int = 0  # example i samples with fold_in(key(seed), i)
+    # gen.py's slip: without "</s>" its clean-up drops the last character (compat only).
+    drop_last_char_without_eos: bool = False
 
     def checked(self) -> RunConfig:
         """Paths resolved; ConfigError naming what is missing and how to give it."""
@@ -116,11 +140,14 @@ class RunConfig:
         if run.model_dir is None:
             raise ConfigError("MODEL_DIR is not set: add --gin.MODEL_DIR=\"'runs/NAME'\"")
         if run.require_pretrained and run.pretrained is None:
+            family = registry.family_of(run.model)
+            kind = type(run.model).__name__.removesuffix("Config").replace("Bert", "BERT")
             raise ConfigError(
-                "this config fine-tunes a pretrained BERT but PRETRAINED is not set: add "
+                f"this config fine-tunes a pretrained {kind} but PRETRAINED is not set: add "
                 "--gin.PRETRAINED=\"'DIR'\" with a cmrcx export (python -m cmrcx.export) "
-                "holding params/, model_config.json and vocab.txt. Converting HuggingFace or "
-                "Google TF checkpoints into that form is `python -m cmrcx.convert` (issue 3)."
+                f"holding params/, model_config.json and {family.vocab_file}. Converting "
+                "HuggingFace or Google TF checkpoints into that form is `python -m "
+                "cmrcx.convert` (issue 3)."
             )
         if run.task not in RUN_TASKS:
             registered = task_names.find(run.task)  # a paper's name, e.g. "cluewsc2020"
@@ -147,6 +174,7 @@ class RunConfig:
             raise ConfigError(
                 f"RunConfig.decoding {run.decoding!r}: use one of {', '.join(DECODINGS)}"
             )
+        _check_generation(run)
         if run.grad_accum_steps < 1 or run.batch_size % run.grad_accum_steps:
             raise ConfigError(
                 f"RunConfig.batch_size {run.batch_size} does not split into "
@@ -187,6 +215,24 @@ def _check_selection(run: RunConfig) -> None:
             "RunConfig.select_best needs evaluations during training: set "
             "RunConfig.eval_every (steps) or eval_every_epochs to a positive value"
         )
+
+
+def _check_generation(run: RunConfig) -> None:
+    """ConfigError naming the first bad generation setting."""
+    max_new = run.generation_max_new_tokens
+    problems = [
+        (run.generation_method not in GENERATION_METHODS,
+         f"generation_method {run.generation_method!r}: use one of "
+         + ", ".join(GENERATION_METHODS)),
+        (run.generation_top_k < 0, f"generation_top_k {run.generation_top_k} < 0"),
+        (not run.generation_temperature > 0,
+         f"generation_temperature {run.generation_temperature} is not positive"),
+        (max_new is not None and not 1 <= max_new <= run.target_length,
+         f"generation_max_new_tokens {max_new}: use 1 to target_length {run.target_length}"),
+    ]  # fmt: skip
+    for bad, message in problems:
+        if bad:
+            raise ConfigError(f"RunConfig.{message}")
 
 
 RUN_CONFIG_FILE = "run_config.json"  # MODEL_DIR/run_config.json: the run that made it

@@ -61,11 +61,12 @@ MIN_TEXT_TOKENS = 2  # both objectives need a token on each side
 
 @dataclasses.dataclass(frozen=True)
 class Decoding:
-    """How a task's generations for BLEU are made (`cmrcx.models.decoding`)."""
+    """How generations are made (`cmrcx.models.decoding`): pretraining BLEU, LOT PlotCom/OutGen."""
 
     method: str  # "greedy" | "sample" (`decoding.greedy` / `decoding.sample`)
     top_k: int = 0  # sample among the k most likely tokens; 0: all
     temperature: float = 1.0  # logits / temperature before sampling
+    max_new_tokens: int | None = None  # tokens at most, EOS included; None: target_length
 
 
 @dataclasses.dataclass(frozen=True)

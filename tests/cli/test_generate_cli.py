@@ -8,6 +8,7 @@ must equal `cmrcx.models.decoding` run on all inputs in one differently padded b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -97,10 +98,12 @@ def sources(export, lines=LINES) -> list[list[int]]:
     ]
 
 
-def reference(export, function, *args, lines=LINES):
+def reference(export, function, *args, lines=LINES, start=None):
     """`function` on every input in one batch padded to the longest (with 0, whatever the
-    model's pad id): tokens cut at length."""
+    model's pad id): tokens cut at length. start: another decoder start token id."""
     config, params = exports.read_network(export)
+    if start is not None:
+        config = dataclasses.replace(config, decoder_start_token_id=start)
     rows = sources(export, lines)
     ids = np.zeros([len(rows), max(map(len, rows))], np.int32)
     mask = np.zeros_like(ids)
@@ -198,6 +201,7 @@ def test_lot_gin_file_and_flags_over_it(export, input_file, tmp_path):
     lot = generate.GenerationConfig()
     assert (lot.decoding, lot.top_k, lot.temperature) == ("sample", 40, 0.7)
     assert (lot.max_input_length, lot.max_new_tokens) == (512, 511)
+    assert lot.decoder_start_token_id == 1  # gen.py's generate(decoder_start_token_id=1)
     gin.clear_config()
     # --gin.KEY=VALUE sets, a flag overrides both gin and the file: greedy again.
     records = run(
@@ -205,7 +209,7 @@ def test_lot_gin_file_and_flags_over_it(export, input_file, tmp_path):
         "--gin.GenerationConfig.top_k=7", "--decoding=greedy",
     )  # fmt: skip
     assert generate.GenerationConfig().top_k == 7
-    assert [r["ids"] for r in records] == reference(export, decoding.greedy)
+    assert [r["ids"] for r in records] == reference(export, decoding.greedy, start=1)
 
 
 def error_line(capsys, argv) -> str:

@@ -55,7 +55,8 @@ def test_the_paper_name_finds_the_file_in_its_folder():
 def test_every_old_path_names_an_existing_file():
     for old, new in launch.MOVED_MODEL_FILES.items():
         assert os.path.isfile(bundled(new)), old
-    # Every experiment was at the top level before the folders: its old name still finds it.
+    # Every experiment was at the top level before the folders: its old name still finds it
+    # (LOT's task experiments, lot_*.gin, came after the folders).
     for path in launch.bundled_gin_files():
         folder, name = os.path.split(path)
         if folder in ("cmrc2019", "clue", "lot") and not name.startswith("lot_"):

@@ -290,6 +290,22 @@ def _parse_line(path: str | os.PathLike[str], line_number: int, line: str) -> di
     return fields
 
 
+def parse_record(task: str, line: int, fields: dict[str, Any], where: str = "") -> Record:
+    """One line's JSON object as `read_file` reads it (no gold required): for code that
+    carries the ``raw`` objects along, e.g. an evaluation rebuilding its prediction lines.
+    A problem raises `DataFormatError` naming ``where`` (a file), the line and the field.
+
+    >>> parse_record("plotcom", 3, {"story": "甲<MASK>丙", "plot": "乙"}).story
+    '甲<mask>丙'
+    """
+    _check_task(task)
+    try:
+        return _READERS[task](line, fields)
+    except FieldError as e:
+        prefix = f"{where}: " if where else ""
+        raise DataFormatError(f"{prefix}line {line}: field {e.field!r}: {e.detail}") from None
+
+
 def read_file(task: str, path: str | os.PathLike[str], *, labelled: bool = False) -> list[Record]:
     """Reads and validates one official LOT file (see the module docstring).
 

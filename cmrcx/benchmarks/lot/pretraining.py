@@ -39,7 +39,7 @@ NLTK 3.5's `sentence_bleu` with uniform weights and no smoothing, averaged over 
 (the OutGen/PlotCom `eval.py` shipped with the LOT data on THUCloud; a copy is in
 IndexFziQ/LongLM-Eyas datasets/chn/eval.py @8a5b4a2c, `bleu` and `proline`). The authors'
 pretraining evaluation script is not published. Generated text is cleaned as the LongLM
-generation script does (`generation_text`).
+generation script does (`generation_text`, from `cmrcx.benchmarks.lot.generation`).
 """
 
 from __future__ import annotations
@@ -47,10 +47,12 @@ from __future__ import annotations
 import collections
 import math
 import sys
-import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
+
+# Re-exported: the LongLM generation script's clean-up, shared with PlotCom and OutGen.
+from cmrcx.benchmarks.lot.generation import generation_text  # noqa: F401
 
 NOISE_DENSITY = 0.15  # section 4: masked tokens are 15% of the text
 MEAN_SPAN_LENGTH = 3.0  # section 4: span lengths ~ Poisson(lambda=3)
@@ -248,32 +250,6 @@ def perplexity(log_likelihoods: Sequence[float], num_tokens: Sequence[int]) -> f
     if total <= 0:
         raise ValueError("perplexity: no target tokens")
     return math.exp(-math.fsum(float(x) for x in log_likelihoods) / total)
-
-
-# gen.py's `strB2Q` shifts the ASCII characters of Unicode category P* to full width.
-_ASCII_PUNCTUATION = frozenset(
-    chr(c) for c in range(33, 127) if unicodedata.category(chr(c)).startswith("P")
-)
-
-
-def generation_text(decoded: str) -> str:
-    """A decoded output as the LongLM generation script cleans it before scoring.
-
-    thu-coai/LOT-LongLM baselines/generation/gen.py @7c76ad1b `pro` and `strB2Q`: text
-    after the first "</s>" dropped, "<s>", "<pad>" and "<extra_id_0..99>" removed, all
-    white space removed, "..." -> "…", ASCII punctuation -> its full-width form.
-    gen.py cuts with `find("</s>")`, which drops the last character when there is none;
-    that slip is not reproduced.
-    >>> generation_text("<extra_id_1> 从前, 有座山... </s> 多余")
-    '从前，有座山…'
-    """
-    end = decoded.find("</s>")
-    text = decoded if end < 0 else decoded[:end]
-    text = text.replace("<s>", "").replace("<pad>", "")
-    for k in range(100):
-        text = text.replace(f"<extra_id_{k}>", "")
-    text = "".join(text.split()).replace("...", "…")
-    return "".join(chr(ord(c) + 65248) if c in _ASCII_PUNCTUATION else c for c in text)
 
 
 def _ngrams(words: Sequence[str], n: int) -> collections.Counter:

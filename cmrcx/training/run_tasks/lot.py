@@ -1,5 +1,6 @@
 """LOT's run tasks: LongLM pretraining (LOT paper section 4); ClozeT and SenPos (the
-candidate pointer, section 5.2, and the LongLM authors' ClozeT script)."""
+candidate pointer, section 5.2, and the LongLM authors' ClozeT script); the generation
+tasks PlotCom and OutGen (sections 3.3, 3.4, 5.2; Table 11)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from cmrcx.datasets import lot as lot_tfds
 from cmrcx.model_api.candidate_pointer import CandidatePointerModel, LongLMAuthorsClozeModel
 from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.models import registry
+from cmrcx.tasks.lot import generation as generation_tasks
 from cmrcx.tasks.lot import pretraining as longlm_tasks
 from cmrcx.tasks.lot import understanding as lot_understanding
 from cmrcx.training.run_tasks.base import RunTask, announce, register
@@ -372,3 +374,147 @@ class LotUnderstandingEvaluation:
 
 
 register(tuple(lot_understanding.TASKS), LotUnderstandingRunTask)
+
+
+# --- PlotCom and OutGen (LOT paper sections 3.3, 3.4 and 5.2; Table 11) --------------------
+
+LOT_GENERATION_RUN_TASKS = tuple(generation_tasks.TASKS)  # "lot_plotcom", "lot_outgen"
+
+
+class LotGenerationRunTask(RunTask):
+    """PlotCom or OutGen: seq2seq fine-tuning (teacher forcing) in the authors' input
+    format (`cmrcx.tasks.lot.generation`), and at every evaluation a generation for every
+    example of the split, decoded as RunConfig.generation_* say (the paper's top-k 40,
+    temperature 0.7 in the gin files), cleaned as the authors' gen.py cleans it.
+
+    Registers `<task>_<vocab>` (the SeqIO task: texts, ids, postprocessing, the official
+    metrics), `<task>_train_<vocab>` (its examples padded to fixed lengths) and
+    `<task>_score_<vocab>` (the same with `decode_method` 0: every example generated).
+    Writes MODEL_DIR/predictions/<task>_<split>.jsonl in the official file's schema.
+    """
+
+    def __init__(self, run):
+        self.run, self.name = run, run.task
+        self.row = generation_tasks.get_task(run.task)
+        (self.row_task,) = generation_tasks.register(
+            run.vocabulary_name,
+            run.vocab_file,
+            {run.task: run.data_dir},
+            max_length=run.max_length,
+            target_length=run.target_length,
+            tfds_cache_dir=run.tfds_cache_dir,
+            drop_last_char_without_eos=run.drop_last_char_without_eos,
+        )
+        _note_special_id_differences(run, self.row_task)
+        self.lengths = {"inputs": run.max_length, "targets": run.target_length}
+        splits = list(generation_tasks.SPLITS)
+        vocabulary_name = run.vocabulary_name
+        self.train_task = longlm_tasks.register_function_task(
+            f"{run.task}_train_{vocabulary_name}", self._train_examples, splits, self.row_task
+        )
+        self.score_task = longlm_tasks.register_function_task(
+            f"{run.task}_score_{vocabulary_name}", self._score_examples, splits, self.row_task
+        )
+        self.decoding = longlm_tasks.Decoding(
+            run.generation_method,
+            run.generation_top_k,
+            run.generation_temperature,
+            run.generation_max_new_tokens,
+        )
+        self.model = Seq2SeqModel(
+            registry.network(run.model, "seq2seq"),
+            run.max_length,
+            run.target_length,
+            [self.decoding],
+            generation_start_token_id=run.generation_start_token_id,
+            sampling_seed=run.generation_seed,
+        )
+
+    def _examples(self, split: str) -> tf.data.Dataset:
+        return seqio.get_mixture_or_task(self.row_task).get_dataset(
+            sequence_length=None, split=split, shuffle=False
+        )
+
+    def _train_examples(self, split: str) -> tf.data.Dataset:
+        """The split's examples, padded (the input pipeline shuffles)."""
+        return self._examples(split).map(
+            lambda ex: longlm_tasks.pad_to_lengths(
+                {"inputs": ex["inputs"], "targets": ex["targets"]}, self.lengths
+            )
+        )
+
+    def _score_examples(self, split: str) -> tf.data.Dataset:
+        """The split's examples in file order, padded, each to be generated (method 0)."""
+        return self._examples(split).map(
+            lambda ex: longlm_tasks.pad_to_lengths(
+                {**ex, "decode_method": tf.constant(0, tf.int32)}, self.lengths
+            )
+        )
+
+    def require_split(self, split: str) -> None:
+        lot_tfds.require_split(self.row.lot_task, self.run.data_dir, split)
+
+    def evaluation(self, split: str) -> LotGenerationEvaluation:
+        return LotGenerationEvaluation(self, split)
+
+    def prediction_path(self, model_dir: str, split: str) -> str:
+        """MODEL_DIR/predictions/<task>_<split>.jsonl, e.g. lot_outgen_validation.jsonl."""
+        return os.path.join(model_dir, "predictions", f"{self.name}_{split}.jsonl")
+
+
+class LotGenerationEvaluation:
+    """Every example's generation: cleaned as gen.py does, written into the official file's
+    schema (its inputs unchanged, the target field filled), scored with the task's metric
+    functions (the official eval.py's metrics) when the split has targets."""
+
+    def __init__(self, run_task: LotGenerationRunTask, split: str):
+        self.run_task, self.split = run_task, split
+        self.rows: list[tuple[int, int, str, np.ndarray]] = []  # index, line, raw, ids
+
+    def add(self, scores: np.ndarray, examples: dict[str, np.ndarray]) -> None:
+        """scores: float [n, 1 + target_length] (Seq2SeqModel.score_batch) for n real rows."""
+        steps = self.run_task.decoding.max_new_tokens or self.run_task.run.target_length
+        for i, row_scores in enumerate(scores):
+            self.rows.append(
+                (
+                    int(examples["example_index"][i]),
+                    int(examples["line"][i]),
+                    examples["raw"][i].decode("utf-8"),
+                    row_scores[1 : 1 + steps].astype(np.int64),
+                )
+            )
+
+    def finish(self, model_dir: str) -> dict[str, float]:
+        """Writes predictions/<task>_<split>.jsonl; returns the official metrics ({} for a
+        split without targets, such as LOT's test files)."""
+        run_task = self.run_task
+        task = seqio.get_mixture_or_task(run_task.row_task)
+        vocabulary = task.output_features["targets"].vocabulary
+        eos_id = run_task.model.generator.eos_token_id
+        self.rows.sort()
+        indices = [index for index, *_ in self.rows]
+        if indices != list(range(len(indices))):
+            raise RuntimeError(f"{run_task.name} {self.split}: examples missing or repeated")
+        records, predictions = [], []
+        for _, line, raw, ids in self.rows:
+            fields = json.loads(raw)
+            records.append(lot_formats.parse_record(run_task.row.lot_task, line, fields))
+            decoded = _until_eos(ids, run_task.run.model)  # the model's EOS = the generator's
+            predictions.append(
+                task.postprocess_fn(generation_tasks.decoded_output(vocabulary, decoded, eos_id))
+            )
+        path = run_task.prediction_path(model_dir, self.split)
+        if jax.process_index() == 0:
+            lot_formats.write_predictions(path, records, predictions)
+            announce(path, "predictions", f"{len(records)} {run_task.row.lot_task} generations")
+        if not records or not all(lot_formats.has_gold(r) for r in records):
+            return {}
+        golds = [task.postprocess_fn(None, example={"raw": raw}, is_target=True)
+                 for _, _, raw, _ in self.rows]  # fmt: skip
+        results = {}
+        for metric_fn in task.predict_metric_fns:
+            results.update({k: float(v) for k, v in metric_fn(golds, predictions).items()})
+        return results
+
+
+register(LOT_GENERATION_RUN_TASKS, LotGenerationRunTask)
