@@ -361,7 +361,8 @@ def test_authors_step_matches_their_finetune_py():
     scale = np.abs(want_logits).max()
     assert 0.5 < scale < 5.0, scale  # logits of order 1: the bound below is absolute
     np.testing.assert_allclose(np.asarray(logits), want_logits, atol=1e-5, rtol=0)
-    print(
+    difference = np.abs(np.asarray(logits) - want_logits).max()
+    print(f"authors' logits: max abs difference {difference:.2e}")
         f"authors' logits: max abs difference {np.abs(np.asarray(logits) - want_logits).max():.2e}"
     )
     assert float(metrics["examples"]) == 3
