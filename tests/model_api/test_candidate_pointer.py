@@ -363,8 +363,6 @@ def test_authors_step_matches_their_finetune_py():
     np.testing.assert_allclose(np.asarray(logits), want_logits, atol=1e-5, rtol=0)
     difference = np.abs(np.asarray(logits) - want_logits).max()
     print(f"authors' logits: max abs difference {difference:.2e}")
-        f"authors' logits: max abs difference {np.abs(np.asarray(logits) - want_logits).max():.2e}"
-    )
     assert float(metrics["examples"]) == 3
     np.testing.assert_allclose(float(loss_sum) / 3, float(loss), atol=1e-5, rtol=0)
     assert float(loss) == float(loss_cls)  # 1e-20 x LM loss vanishes in float32
