@@ -6,8 +6,7 @@
 # MODEL              a model of Table 7 (cmrcx.benchmarks.clue.paper.TABLE_7_MODELS), any family:
 #                    bert | bert_wwm_ext | ernie | roberta_large | roberta_wwm_ext |
 #                    roberta_wwm_ext_large | albert_tiny | albert_xxlarge | xlnet_mid
-#                    (gin_configs/clue/clue_<task>_<MODEL>.gin, Table 7; XLNet: the
-#                    classification tasks, its MRC layout is not written)
+#                    (gin_configs/clue/clue_<task>_<MODEL>.gin, Table 7)
 # CLUE_DATA_ROOT     the unpacked official downloads: tnews_public/, iflytek_public/,
 #                    cluewsc2020_public/, afqmc_public/, csl_public/, ocnli_public/,
 #                    cmnli_public/, cmrc2018_public/, chid_public/, c3_public/ (and
@@ -23,7 +22,7 @@
 # and the test predictions (RUNS_ROOT/clue_submission.zip, for the CLUE leaderboard).
 # Prints the paper's published row for MODEL last, for comparison.
 set -euo pipefail
-if [ $# -lt 4 ]; then sed -n '2,24p' "$0"; exit 2; fi
+if [ $# -lt 4 ]; then sed -n '2,23p' "$0"; exit 2; fi
 MODEL=$1; DATA_ROOT=$(realpath "$2"); PRETRAINED=$(realpath -m "$3")
 RUNS_ROOT=$(realpath -m "$4"); shift 4
 PYTHON=${PYTHON:-python}
@@ -41,22 +40,9 @@ while read -r task dir; do PUBLIC_DIR[$task]=$dir; done < <(
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as MRC_TASKS
 for row in (*TASKS.values(), *MRC_TASKS.values()): print(row.name, row.public_dir)')
 
-# The reading-comprehension tasks of a family whose input layout they do not build yet
-# (cmrcx.models.registry Family.input_layout; CLUE's MRC features are BERT's).
-UNSUPPORTED=$("$PYTHON" -c 'import sys
-from cmrcx.benchmarks.clue.reading_tasks import TASKS
-from cmrcx.cli import launch
-from cmrcx.models import registry
-launch.parse_gin([f"clue_afqmc_{sys.argv[1]}.gin"], [])
-if registry.family_of(launch.gin_run_config().model).input_layout != "bert":
-    print(*TASKS)' "$MODEL")
-
 mkdir -p "$RUNS_ROOT"
 trained=0
 for task in $TASKS; do
-  case " $UNSUPPORTED " in
-    *" $task "*) echo "skip $task: $MODEL's input layout is not built for it yet" >&2; continue;;
-  esac
   data="$DATA_ROOT/${PUBLIC_DIR[$task]}"
   if [ ! -d "$data" ]; then echo "skip $task: no $data" >&2; continue; fi
   run="$RUNS_ROOT/$task"

@@ -6,7 +6,10 @@ position only in the window where it has the most context on its scarcer side.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
+
+import numpy as np
 
 
 class Span(NamedTuple):
@@ -64,3 +67,32 @@ class SpecialIds(NamedTuple):
     def from_vocabulary(cls, vocabulary) -> SpecialIds:
         """From anything with ``token_to_id`` (e.g. `cmrcx.vocab.wordpiece.WordPieceVocabulary`)."""
         return cls(*(vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")))
+
+
+# XLNet's segment ids (zihangdai/xlnet run_squad.py SEG_ID_P, SEG_ID_Q, SEG_ID_CLS; the
+# padding's is XLNetTokenizer's `pad_token_type_id`, 3, as the classification tasks use).
+XLNET_TYPE_A, XLNET_TYPE_B, XLNET_TYPE_CLS, XLNET_TYPE_PAD = 0, 1, 2, 3
+
+
+def xlnet_frame(
+    first: Sequence[int], second: Sequence[int], ids: SpecialIds, max_length: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """XLNet's ``a <sep> b <sep> <cls>`` padded on the left to ``max_length``.
+
+    Returns input_ids, token_type_ids (0 for a and its <sep>, 1 for b and its <sep>, 2 for
+    <cls>, `XLNET_TYPE_PAD` for padding) and input_mask (1 = real token), int32
+    [max_length] each.
+
+    >>> [list(a) for a in xlnet_frame([7, 8], [9], SpecialIds(3, 4, 5), 7)]
+    [[5, 7, 8, 4, 9, 4, 3], [3, 0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 1, 1, 1]]
+    """
+    sequence = [*first, ids.sep_id, *second, ids.sep_id, ids.cls_id]
+    types = [XLNET_TYPE_A] * (len(first) + 1) + [XLNET_TYPE_B] * (len(second) + 1)
+    types.append(XLNET_TYPE_CLS)
+    pad = max_length - len(sequence)
+    if pad < 0:
+        raise ValueError(f"{len(sequence)} tokens > max_length {max_length}")
+    input_ids = np.asarray([ids.pad_id] * pad + sequence, np.int32)
+    token_type_ids = np.asarray([XLNET_TYPE_PAD] * pad + types, np.int32)
+    input_mask = np.asarray([0] * pad + [1] * len(sequence), np.int32)
+    return input_ids, token_type_ids, input_mask

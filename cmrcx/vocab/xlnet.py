@@ -70,6 +70,47 @@ def encode_pieces(encode_as_pieces, text: str) -> list[str]:
     return pieces
 
 
+def preprocess_with_origins(
+    text: str, lower_case: bool = False
+) -> tuple[str, list[int], list[int]]:
+    """`preprocess_text` and, for each character of its result, the characters
+    ``text[start:end]`` it comes from: a collapsed white space run, a '"' from "``" or
+    "''" (two characters), the character an NFKD expansion comes from.
+
+    >>> preprocess_with_origins("  a  ``b")
+    ('a "b', [2, 3, 5, 7], [3, 5, 7, 8])
+    """
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    space = -1  # where the pending white space run starts (-1: none)
+    for i, char in enumerate(text):
+        if char.isspace():
+            space = i if space < 0 else space
+            continue
+        if space >= 0 and chars:
+            chars.append(" ")
+            starts.append(space)
+            ends.append(i)
+        space = -1
+        if char in "`'" and chars and chars[-1] == char and ends[-1] == i:
+            chars[-1], ends[-1] = '"', i + 1
+            continue
+        for part in unicodedata.normalize("NFKD", char):
+            if not unicodedata.combining(part):
+                chars.append(part)
+                starts.append(i)
+                ends.append(i + 1)
+    if lower_case:
+        lowered = "".join(chars).lower()
+        if len(lowered) != len(chars):  # a character lower-cased to several
+            counts = [len(char.lower()) for char in chars]
+            starts = [s for s, n in zip(starts, counts, strict=True) for _ in range(n)]
+            ends = [e for e, n in zip(ends, counts, strict=True) for _ in range(n)]
+        chars = list(lowered)
+    return "".join(chars), starts, ends
+
+
 class XLNetVocabulary(seqio.Vocabulary):
     """A spiece.model read as XLNet reads it (see the module docstring); no EOS, no sentinels."""
 
@@ -130,6 +171,11 @@ class XLNetVocabulary(seqio.Vocabulary):
         return self._special("<unk>")
 
     @property
+    def mask_id(self) -> int:
+        """`<mask>` (6 in XLNet's models); the model's `<unk>` if it has none."""
+        return self._special("<mask>")
+
+    @property
     def eos_id(self) -> int | None:
         return None  # sequences end with <sep> <cls>, which the task layouts add
 
@@ -141,6 +187,49 @@ class XLNetVocabulary(seqio.Vocabulary):
         """The pieces of `text` (preprocessed first)."""
         text = preprocess_text(text, self.lower_case)
         return encode_pieces(functools.partial(self._model.encode, out_type=str), text)
+
+    def pieces_with_offsets(self, text: str) -> list[tuple[int, int, int]]:
+        """(id, start, end) of each piece of `text`: the piece covers ``text[start:end]``,
+        the original characters (before `preprocess_text`) its characters come from.
+
+        The ids are `encode`'s. A piece without characters of its own (a lone "▁" at
+        the start) has start == end, at the next piece's start. From SentencePiece's
+        byte offsets on the preprocessed text (`preprocess_with_origins` maps them back);
+        the pieces of a digit-comma split (`encode_pieces`) share their piece's range,
+        the comma has its own.
+        """
+        clean, starts, ends = preprocess_with_origins(text, self.lower_case)
+        if clean != preprocess_text(text, self.lower_case):
+            raise ValueError(f"preprocess_with_origins differs from preprocess_text on {text!r}")
+        proto = self._model.encode(clean, out_type="proto")
+        byte_to_char = [i for i, char in enumerate(clean) for _ in char.encode("utf-8")]
+        byte_to_char.append(len(clean))
+        ranges = []  # (piece, start, end) in `clean`'s characters
+        for piece in proto.pieces:
+            begin, end = byte_to_char[piece.begin], byte_to_char[piece.end]
+            name = piece.piece
+            # `encode_pieces`' digit-comma rule on this one piece: its parts, then ",".
+            parts = encode_pieces(
+                lambda t, name=name: [name] if t == name else self._model.encode(t, out_type=str),
+                name,
+            )
+            if len(parts) == 1:
+                ranges.append((name, begin, end))
+            else:
+                comma = max(begin, end - 1)
+                ranges.extend((part, begin, comma) for part in parts[:-1])
+                ranges.append((parts[-1], comma, end))
+
+        def original(begin: int, end: int) -> tuple[int, int]:
+            if begin >= end:
+                at = starts[begin] if begin < len(starts) else len(text)
+                return at, at
+            return starts[begin], ends[end - 1]
+
+        out = []
+        for piece, begin, end in ranges:
+            out.append((self._model.piece_to_id(piece), *original(begin, end)))
+        return out
 
     def _encode(self, s: str) -> list[int]:
         return [self._model.piece_to_id(piece) for piece in self.pieces(s)]

@@ -18,7 +18,11 @@ ChID, ``[CLS] context [SEP] question [SEP] choice [SEP]`` for C3) from the recor
 the TFDS builders (`cmrcx.datasets.cmrc2018`, `chid`, `c3`; `split_records`), CMRC
 2018's windows once per split (`span_windows`, which decoding reads too), ChID's and
 C3's examples as they are asked for (`choice_examples`), and served by a
-`seqio.FunctionDataSource`:
+`seqio.FunctionDataSource`. The model family's input layout (`cmrcx.vocab.layouts`,
+``input_layout``) chooses the vocabulary and the frame: "bert" as above, "xlnet" XLNet's
+SentencePiece and ``a <sep> b <sep> <cls>`` padded on the left (`cmrc2018_xlnet`'s
+windows, passage first; `chid.xlnet_blank_features`, `c3.xlnet_question_features`),
+with the same features:
 
   span (CMRC 2018), one example per window:
       input_ids, token_type_ids, input_mask [length]; start_position, end_position [];
@@ -43,17 +47,18 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.clue import c3, chid, cmrc2018_evaluate, cmrc2018_format
+from cmrcx.benchmarks.clue import c3, chid, cmrc2018_evaluate, cmrc2018_format, cmrc2018_xlnet
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
 from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.reading_tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
+from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
 from cmrcx.datasets import chid as chid_tfds
 from cmrcx.datasets import cmrc2018 as cmrc2018_tfds
 from cmrcx.tasks import task_name
-from cmrcx.vocab.wordpiece import WordPieceVocabulary
+from cmrcx.vocab import layouts
 
 MIXTURE_NAME = "clue_multiple_choice"
 _NUMBERS = seqio.PassThroughVocabulary(size=0)
@@ -153,51 +158,67 @@ def split_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None
 @functools.lru_cache(maxsize=8)
 def span_windows(
     row: MrcTask,
-    vocabulary: WordPieceVocabulary,
+    vocabulary: seqio.Vocabulary,
     data_dir: str,
     split: str,
     max_length: int,
     doc_stride: int,
     cache_dir: str | None,
     training: bool,
+    input_layout: str = "bert",
 ) -> dict[str, np.ndarray]:
     """CMRC 2018: every window of a split as int32 arrays [windows, ...], built once per
     process: training reads them, and decoding maps the scores back with them. With
     ``training`` (the run's train split) the windows carry the first answer's positions.
+    ``input_layout`` "bert": `cmrc2018_windows` (WordPiece, the vocabulary a
+    `WordPieceVocabulary`); "xlnet": `cmrc2018_xlnet` (an `XLNetVocabulary`).
 
     Raises:
       DataFormatError: a training answer that cannot be placed in its passage (names the
         file and the question).
     """
-    ids = spans.SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
+    ids = SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
     # Read outside the `try`: the reader's errors name the file already.
     records = split_records(row, data_dir, split, cache_dir)
+    if input_layout == "xlnet":
+        build, tokenize = cmrc2018_xlnet.split_windows, vocabulary.pieces_with_offsets
+    else:
+        build, tokenize = spans.split_windows, spans.wordpiece_tokenize_words(vocabulary)
     try:
-        return spans.split_windows(
-            records,
-            spans.wordpiece_tokenize_words(vocabulary),
-            ids,
-            training=training,
-            max_length=max_length,
-            doc_stride=doc_stride,
+        return build(
+            records, tokenize, ids, training=training, max_length=max_length, doc_stride=doc_stride
         )
     except ValueError as error:
         path = os.path.join(data_dir, cmrc2018_format.SPLIT_FILES.get(split, split))
         raise DataFormatError(f"{path}: {error}") from None
 
 
-def choice_examples(row: MrcTask, vocabulary: WordPieceVocabulary, records, max_length: int):
+def choice_examples(
+    row: MrcTask,
+    vocabulary: seqio.Vocabulary,
+    records,
+    max_length: int,
+    input_layout: str = "bert",
+):
     """ChID / C3: one feature dict per record, built as it is asked for (ChID's 577k
     training blanks x 10 choices x 64 tokens are GBs: only the input pipeline's cache
     holds them). Nothing here is needed to decode: a line's blanks and its candidates
-    come from the records."""
+    come from the records. ``input_layout`` "bert" builds ``[CLS] a [SEP] b [SEP]``
+    (`chid.blank_features`, `c3.question_features`), "xlnet" ``a <sep> b <sep> <cls>``
+    padded on the left (`chid.xlnet_blank_features`, `c3.xlnet_question_features`)."""
     encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
+    xlnet = input_layout == "xlnet"
     if row.dataset == "chid":
-        ids = chid.SpecialIds.from_vocabulary(vocabulary)
-        build = functools.partial(chid.blank_features, tokenize=encode, ids=ids)
+        if xlnet:
+            ids, features = chid.xlnet_special_ids(vocabulary), chid.xlnet_blank_features
+        else:
+            ids, features = chid.SpecialIds.from_vocabulary(vocabulary), chid.blank_features
+    elif xlnet:
+        ids = SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
+        features = c3.xlnet_question_features
     else:
-        ids = c3.SpecialIds.from_vocabulary(vocabulary)
-        build = functools.partial(c3.question_features, tokenize=encode, ids=ids)
+        ids, features = c3.SpecialIds.from_vocabulary(vocabulary), c3.question_features
+    build = functools.partial(features, tokenize=encode, ids=ids)
     for index, record in enumerate(records):
         features = build(record, max_seq_length=max_length)
         features["example_index"] = np.int32(index)
@@ -216,7 +237,17 @@ def choice_signature(row: MrcTask, max_length: int) -> dict[str, tf.TensorSpec]:
 class MrcSource(seqio.FunctionDataSource):
     """A split's examples in order (the input pipeline shuffles)."""
 
-    def __init__(self, row, vocabulary, data_dir, max_length, doc_stride, cache_dir, train_split):
+    def __init__(
+        self,
+        row,
+        vocabulary,
+        data_dir,
+        max_length,
+        doc_stride,
+        cache_dir,
+        train_split,
+        input_layout="bert",
+    ):
         def examples(split: str, shuffle_files: bool) -> tf.data.Dataset:
             del shuffle_files
             if row.dataset == "cmrc2018":
@@ -229,11 +260,12 @@ class MrcSource(seqio.FunctionDataSource):
                     doc_stride,
                     cache_dir,
                     training=split == train_split,
+                    input_layout=input_layout,
                 )
                 return tf.data.Dataset.from_tensor_slices(windows)
             records = split_records(row, data_dir, split, cache_dir)
             return tf.data.Dataset.from_generator(
-                lambda: choice_examples(row, vocabulary, records, max_length),
+                lambda: choice_examples(row, vocabulary, records, max_length, input_layout),
                 output_signature=choice_signature(row, max_length),
             )
 
@@ -275,6 +307,7 @@ def register(
     tfds_cache_dir: str | None = None,
     doc_stride: int = spans.DOC_STRIDE,
     train_split: str = "train",
+    input_layout: str = "bert",
 ) -> list[str]:
     """Registers a SeqIO task per row named in ``data_dirs`` and adds them to ``clue``.
 
@@ -283,20 +316,30 @@ def register(
       max_length: window / choice sequence length; None takes each row's Table 7 value.
       doc_stride: CMRC 2018's window stride in passage tokens (the baseline's 128).
       train_split: the split whose CMRC 2018 windows carry answer positions.
+      input_layout: the model family's (`cmrcx.vocab.layouts`): "bert" (WordPiece,
+        ``[CLS] ... [SEP]``) or "xlnet" (XLNet's SentencePiece, ``... <sep> ... <sep>
+        <cls>`` padded on the left; `vocab_file` a spiece.model).
       Others as `cmrcx.tasks.clue.classification.register`.
 
     Returns:
       The registered task names.
     """
     rows = [get_task(name) for name in data_dirs]
-    vocabulary = WordPieceVocabulary(vocab_file, lower_case=lower_case)
+    vocabulary = layouts.vocabulary(input_layout, vocab_file, lower_case)
     names = []
     for row in rows:
         name = task_name(row.name, vocabulary_name)
         seqio.TaskRegistry.remove(name)
         length = max_length or row.max_length
         source = MrcSource(
-            row, vocabulary, data_dirs[row.name], length, doc_stride, tfds_cache_dir, train_split
+            row,
+            vocabulary,
+            data_dirs[row.name],
+            length,
+            doc_stride,
+            tfds_cache_dir,
+            train_split,
+            input_layout,
         )
         seqio.TaskRegistry.add(
             name,

@@ -2,6 +2,7 @@
 local_tiny.gin after one of them making a CPU smoke run of a tiny XLNet (the bundled
 XLNet-layout SentencePiece model): train, evaluate, restore."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,9 +13,9 @@ import pytest
 from support import REPO_ROOT
 
 from cmrcx.cli import launch
-from cmrcx.common.errors import ConfigError
 from cmrcx.common.paths import package_path
 from cmrcx.models.xlnet import XLNetConfig
+from cmrcx.tasks.clue.reading import split_records
 from cmrcx.training.run_tasks.base import build_run_task
 from cmrcx.training.runner import Runner
 
@@ -63,11 +64,28 @@ def test_local_tiny_gives_a_tiny_xlnet_and_its_vocabulary(tmp_path):
     assert run.pretrained is None and not run.require_pretrained
 
 
-def test_reading_comprehension_says_the_layout_is_not_there_yet(tmp_path):
-    c3_sample = package_path("data/clue_mrc_sample/c3_public")
-    run = _tiny_run(tmp_path, "clue_c311_xlnet_mid.gin", c3_sample)
-    with pytest.raises(ConfigError, match="xlnet family's input layout"):
-        build_run_task(run)
+@pytest.mark.slow  # ~50 s (CMRC 2018) / ~25 s (C3) on 2 cores
+@pytest.mark.parametrize(
+    "experiment, folder, metrics",
+    [
+        ("clue_cmrc2018_xlnet_mid.gin", "cmrc2018_public", {"EM", "F1", "AVERAGE"}),
+        ("clue_c311_xlnet_mid.gin", "c3_public", {"accuracy"}),
+    ],
+)
+def test_smoke_run_of_xlnet_reading_comprehension(tmp_path, experiment, folder, metrics):
+    run = _tiny_run(tmp_path, experiment, package_path(f"data/clue_mrc_sample/{folder}"))
+    assert build_run_task(run).input_layout == "xlnet"
+    runner = Runner(run)
+    state, losses = runner.train()
+    assert [step for step, _ in losses] == [1, 2]
+    assert set(runner.evaluate(state, 2)) == metrics
+    predictions = next((tmp_path / "run" / "predictions").glob("*_validation.json"))
+    if folder == "cmrc2018_public":  # answers are the passages' own characters
+        questions = split_records(
+            build_run_task(run).row, run.data_dir, "validation", run.tfds_cache_dir
+        )
+        answers = json.loads(predictions.read_text())
+        assert all(answers[q.qid] in q.context for q in questions)
 
 
 @pytest.mark.slow  # ~40 s on 2 cores
@@ -83,8 +101,8 @@ def test_smoke_run_of_a_generated_xlnet_gin(tmp_path):
     assert step == 2 and restored_runner.evaluate(restored, step) == pytest.approx(trained)
 
 
-@pytest.mark.slow  # trains AFQMC through the script (~70 s)
-def test_reproduce_clue_runs_xlnet_classification_and_skips_its_mrc_tasks(tmp_path):
+@pytest.mark.slow  # trains AFQMC and C3 through the script (~2 min)
+def test_reproduce_clue_runs_xlnet_classification_and_reading_tasks(tmp_path):
     data_root = tmp_path / "clue"
     shutil.copytree(SAMPLE, data_root / "afqmc_public")
     shutil.copytree(package_path("data/clue_mrc_sample/c3_public"), data_root / "c3_public")
@@ -103,6 +121,7 @@ def test_reproduce_clue_runs_xlnet_classification_and_skips_its_mrc_tasks(tmp_pa
         timeout=1800,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-4000:]
-    assert "skip clue_c311: xlnet_mid's input layout is not built for it yet" in out.stderr
-    assert (tmp_path / "runs" / "clue_afqmc" / "run_config.json").is_file()
+    assert "skip clue_c311" not in out.stderr
+    for task in ("clue_afqmc", "clue_c311"):
+        assert (tmp_path / "runs" / task / "run_config.json").is_file()
     assert "paper Table 2 (test), XLNet-mid" in out.stdout

@@ -42,7 +42,7 @@ import numpy as np
 from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
 from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, versioned_split_files
-from cmrcx.benchmarks.windows import SpecialIds
+from cmrcx.benchmarks.windows import SpecialIds, xlnet_frame
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.files import load_json, write_atomically
 
@@ -274,6 +274,38 @@ def question_features(
         input_ids[k, : len(sequence)] = sequence
         token_type_ids[k, len(first) : len(sequence)] = 1
         input_mask[k, : len(sequence)] = 1
+    choice_mask = np.zeros(NUM_CHOICES, np.int32)
+    choice_mask[: len(question.choices)] = 1
+    return {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "input_mask": input_mask,
+        "choice_mask": choice_mask,
+        "label": np.int32(-1 if question.label is None else question.label),
+    }
+
+
+def xlnet_question_features(
+    question: C3Question,
+    tokenize: Callable[[str], Sequence[int]],
+    ids: SpecialIds,
+    max_seq_length: int = MAX_SEQ_LENGTH,
+) -> dict[str, np.ndarray]:
+    """`question_features` in XLNet's layout (`cmrcx.vocab.layouts` "xlnet"): per padded
+    choice ``context <sep> question <sep> choice <sep> <cls>``, padded on the left, token
+    types 0 (context and its <sep>), 1 (question, choice and their <sep>s), 2 (<cls>), 3
+    (padding). The same texts, lower-casing and longest-first cut to ``max_seq_length - 4``
+    as the BERT layout (CLUE has no XLNet C3 script: this is ``[CLS] a [SEP] b [SEP]``
+    with b = ``question [SEP] choice``, written as XLNet frames a pair).
+    """
+    context = list(tokenize("\n".join(question.context).lower()))
+    query = list(tokenize(question.question.lower()))
+    rows = []
+    for choice in padded_choices(question.choices):
+        tokens_a, tokens_b, tokens_c = list(context), list(tokenize(choice.lower())), list(query)
+        truncate_seq_tuple(tokens_a, tokens_b, tokens_c, max_seq_length - 4)
+        rows.append(xlnet_frame(tokens_a, [*tokens_c, ids.sep_id, *tokens_b], ids, max_seq_length))
+    input_ids, token_type_ids, input_mask = (np.stack(part) for part in zip(*rows, strict=True))
     choice_mask = np.zeros(NUM_CHOICES, np.int32)
     choice_mask[: len(question.choices)] = 1
     return {

@@ -40,6 +40,8 @@ import numpy as np
 
 from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
 from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, versioned_split_files
+from cmrcx.benchmarks.windows import XLNET_TYPE_PAD, xlnet_frame
+from cmrcx.benchmarks.windows import SpecialIds as WindowIds
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.files import load_json
 
@@ -407,6 +409,63 @@ def blank_features(
         "choice_mask": choice_mask,
         "label": np.int32(UNFILLED if blank.label is None else blank.label),
     }
+
+
+def xlnet_blank_features(
+    blank: ChidBlank,
+    tokenize: Callable[[str], Sequence[int]],
+    ids: SpecialIds,
+    max_seq_length: int = MAX_SEQ_LENGTH,
+    max_num_choices: int = MAX_NUM_CHOICES,
+) -> dict[str, np.ndarray]:
+    """`blank_features` in XLNet's layout (`cmrcx.vocab.layouts` "xlnet"): per candidate
+    ``idiom <sep> left <marker> right <sep> <cls>``, padded on the left, token types 0
+    (idiom and its <sep>), 1 (window and its <sep>), 2 (<cls>), 3 (padding); the same
+    ``max_seq_length - 8`` window (`context_ids`). CLUE has no XLNet ChID script: the
+    BERT baseline's sequence, framed as XLNet frames a pair (its types, where the BERT
+    baseline gives every token type 0). ``ids`` are XLNet's (`xlnet_special_ids`).
+    Padded candidates: all padding (``pad_id``, type 3, mask 0), choice_mask 0.
+    """
+    if len(blank.candidates) > max_num_choices:
+        raise ValueError(f"{blank.tag}: {len(blank.candidates)} candidates > {max_num_choices}")
+    context = context_ids(blank, tokenize, ids, max_seq_length - 8)
+    shape = (max_num_choices, max_seq_length)
+    input_ids = np.full(shape, ids.pad_id, np.int32)
+    token_type_ids = np.full(shape, XLNET_TYPE_PAD, np.int32)
+    input_mask = np.zeros(shape, np.int32)
+    frame_ids = WindowIds(ids.cls_id, ids.sep_id, ids.pad_id)
+    for c, idiom in enumerate(blank.candidates):
+        idiom_ids = list(tokenize(idiom))
+        if len(idiom_ids) + len(context) + 3 > max_seq_length:
+            raise ValueError(
+                f"{blank.tag}: candidate {c} ({idiom!r}) makes "
+                f"{len(idiom_ids) + len(context) + 3} tokens > max_seq_length {max_seq_length}"
+            )
+        input_ids[c], token_type_ids[c], input_mask[c] = xlnet_frame(
+            idiom_ids, context, frame_ids, max_seq_length
+        )
+    choice_mask = np.zeros(max_num_choices, np.int32)
+    choice_mask[: len(blank.candidates)] = 1
+    return {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "input_mask": input_mask,
+        "choice_mask": choice_mask,
+        "label": np.int32(UNFILLED if blank.label is None else blank.label),
+    }
+
+
+def xlnet_special_ids(vocabulary) -> SpecialIds:
+    """ChID's ids in an XLNet vocabulary (`cmrcx.vocab.xlnet.XLNetVocabulary`): <cls>,
+    <sep>, <pad>; the blank is <mask> and another blank 4 x <unk> (XLNet has no
+    [unused1]: the blank to fill is the masked one, the others are unknown words)."""
+    return SpecialIds(
+        cls_id=vocabulary.cls_id,
+        sep_id=vocabulary.sep_id,
+        mask_id=vocabulary.unk_id,
+        marker_id=vocabulary.mask_id,
+        pad_id=vocabulary.pad_id,
+    )
 
 
 def encode_blanks(

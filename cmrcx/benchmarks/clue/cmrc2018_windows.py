@@ -406,6 +406,15 @@ def _candidate(context, window, start, end, vocab_tokens, keep_whitespace):
     return text, start_char, end_char
 
 
+def _covered_text(context, window, start, end):
+    """XLNet: the characters pieces [start, end] of a window cover, stripped."""
+    first, last = int(window["token_char_start"][start]), int(window["token_char_end"][end])
+    raw = context[first:last]
+    stripped = raw.strip()
+    start_char = first + (raw.find(stripped) if stripped else 0)
+    return stripped, start_char, start_char + len(stripped)
+
+
 def nbest_answers(
     context: str,
     windows: Mapping[str, np.ndarray],
@@ -416,6 +425,7 @@ def nbest_answers(
     n_best: int = N_BEST,
     max_answer_tokens: int = MAX_ANSWER_TOKENS,
     keep_whitespace: bool = False,
+    input_layout: str = "bert",
 ) -> list[AnswerCandidate]:
     """The n-best answers of one question, best first ([OUT] ``write_predictions``).
 
@@ -427,6 +437,10 @@ def nbest_answers(
       vocab_tokens: the vocabulary's tokens by id (to rebuild the predicted piece text).
       keep_whitespace: return the context slice, whitespace kept, instead of the baseline's
         doc tokens joined without it.
+      input_layout: "xlnet" for windows of `cmrc2018_xlnet` (pieces with their own
+        character ranges): a span's text is the characters from its first piece's start
+        to its last piece's end, stripped (CLUE's XLNet ``write_predictions``);
+        ``vocab_tokens`` and ``keep_whitespace`` are then not used.
 
     Returns:
       Up to ``n_best`` candidates with distinct texts; ``[("empty", -1, -1, 0, 0)]`` if no
@@ -449,9 +463,12 @@ def nbest_answers(
         if len(nbest) >= n_best:
             break
         window = {key: value[w] for key, value in windows.items()}
-        text, start_char, end_char = _candidate(
-            context, window, start, end, vocab_tokens, keep_whitespace
-        )
+        if input_layout == "xlnet":
+            text, start_char, end_char = _covered_text(context, window, start, end)
+        else:
+            text, start_char, end_char = _candidate(
+                context, window, start, end, vocab_tokens, keep_whitespace
+            )
         if text in seen:
             continue
         seen.add(text)
@@ -474,7 +491,8 @@ def predict_answers(
       questions: the split's questions (``windows["example_index"]`` indexes them).
       windows: `split_windows` output (or the same arrays in any window order).
       start_logits, end_logits: float [N, length], one row per window.
-      **kwargs: n_best, max_answer_tokens, keep_whitespace (see `nbest_answers`).
+      **kwargs: n_best, max_answer_tokens, keep_whitespace, input_layout (see
+        `nbest_answers`).
     """
     example_index = np.asarray(windows["example_index"])
     keys = ("input_ids", "token_char_start", "token_char_end", "token_is_max_context")

@@ -25,7 +25,6 @@ from cmrcx.benchmarks.clue.reading_tasks import SPAN
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as READING_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLASSIFICATION_TASKS
 from cmrcx.benchmarks.clue.tasks import ClueTask
-from cmrcx.common.errors import ConfigError
 from cmrcx.common.files import write_atomically
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.model_api.classification import ClassificationModel
@@ -35,7 +34,14 @@ from cmrcx.models import registry
 from cmrcx.tasks.clue import classification as clue_tasks
 from cmrcx.tasks.clue import reading as clue_mrc_tasks
 from cmrcx.training.run_tasks.base import RunTask, announce, register
-from cmrcx.vocab.wordpiece import WordPieceVocabulary
+from cmrcx.vocab import layouts
+
+
+def input_layout(run) -> str:
+    """The run's model family's input layout (`cmrcx.models.registry.Family.input_layout`,
+    `cmrcx.vocab.layouts`): it chooses the vocabulary and the frame of every CLUE task."""
+    return registry.family_of(run.model).input_layout
+
 
 # --- Classification ------------------------------------------------------------------------
 
@@ -53,7 +59,7 @@ class ClueClassificationRunTask(RunTask):
             max_length=run.max_length,
             lower_case=run.lower_case,
             tfds_cache_dir=run.tfds_cache_dir,
-            input_layout=registry.family_of(run.model).input_layout,
+            input_layout=input_layout(run),
         )
         self.score_task = self.train_task
         network = registry.network(run.model, "classification", num_classes=self.row.num_classes)
@@ -122,15 +128,7 @@ class ClueMrcRunTask(RunTask):
     def __init__(self, run):
         self.run, self.row = run, READING_TASKS[run.task]
         self.name = self.row.name
-        family = registry.family_of(run.model)
-        if family.input_layout != "bert":
-            # The windows (CMRC 2018) and choice sets (ChID, C3) are built in BERT's layout
-            # with WordPiece (cmrcx.benchmarks.clue); no other layout is written yet.
-            raise ConfigError(
-                f"{run.task}: the {family.name} family's input layout "
-                f"({family.input_layout!r}) is not implemented for CLUE's reading-"
-                "comprehension tasks yet; its classification tasks run"
-            )
+        self.input_layout = input_layout(run)
         (self.train_task,) = clue_mrc_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
@@ -140,9 +138,10 @@ class ClueMrcRunTask(RunTask):
             tfds_cache_dir=run.tfds_cache_dir,
             doc_stride=run.doc_stride,
             train_split=run.train_split,
+            input_layout=self.input_layout,
         )
         self.score_task = self.train_task
-        self.vocabulary = WordPieceVocabulary(run.vocab_file, lower_case=run.lower_case)
+        self.vocabulary = layouts.vocabulary(self.input_layout, run.vocab_file, run.lower_case)
         if self.row.problem == SPAN:
             self.model = SpanExtractionModel(registry.network(run.model, "span"), run.max_length)
         else:
@@ -170,6 +169,7 @@ class ClueMrcRunTask(RunTask):
             run.doc_stride,
             run.tfds_cache_dir,
             training=split == run.train_split,
+            input_layout=self.input_layout,
         )
 
     def count_examples(self, split: str) -> int:
@@ -241,7 +241,8 @@ class MrcEvaluation:
         # to its last (casing, spaces and all). The PyTorch baseline joins its doc tokens
         # without the spaces between them ("Harry Potter" -> "HarryPotter"), which the
         # official evaluator then scores 0 against a spaced gold answer. Answers without
-        # spaces (nearly all of CMRC 2018's) come out the same either way.
+        # spaces (nearly all of CMRC 2018's) come out the same either way. XLNet's windows
+        # give the characters their pieces cover, stripped (cmrc2018_xlnet).
         predictions = spans.predict_answers(
             questions,
             windows,
@@ -249,6 +250,7 @@ class MrcEvaluation:
             scores[:, 1],
             self.run_task.vocabulary.tokens,
             keep_whitespace=True,
+            input_layout=self.run_task.input_layout,
         )
 
         def write(directory, file_name):
