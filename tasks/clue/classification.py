@@ -42,6 +42,7 @@ import tensorflow as tf
 from cmrcx.benchmarks.clue import metrics as clue_metrics
 from cmrcx.benchmarks.clue.submission import labels_from_indices
 from cmrcx.benchmarks.clue.tasks import TASKS, ClueTask, get_task
+from cmrcx.benchmarks.windows import XLNET_TYPE_PAD
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.tasks import task_name
 from cmrcx.vocab import layouts
@@ -139,7 +140,6 @@ def bert_classification_inputs(
 # XLNetTokenizer's token type of padding (transformers 4's `pad_token_type_id`; transformers
 # 5 pads with 0, the CLUE baseline with 4): the model only asks
 # whether two tokens share a type, and padding is masked.
-XLNET_PAD_TYPE = 3
 
 
 def xlnet_classification_inputs(
@@ -153,7 +153,7 @@ def xlnet_classification_inputs(
         "token_type_ids": [0, 0, 0, 0, 1, 1, 1, 2], "input_mask": [1] * 8, ...}
     The same cut as BERT's (`kept_lengths`: three special tokens for a pair, two for a
     single text, whose layout is ``a <sep> <cls>``); shorter inputs get ``pad_id`` in
-    front, mask 0 and token type `XLNET_PAD_TYPE` there, as XLNetTokenizer pads
+    front, mask 0 and token type `XLNET_TYPE_PAD` there, as XLNetTokenizer pads
     (padding_side "left"). The baseline pads ids with 0 and types with 4: the encoder
     ignores both (masked keys; a type only says "same segment or not").
     """
@@ -180,7 +180,7 @@ def xlnet_classification_inputs(
         )
         return {
             "input_ids": pad(input_ids, pad_id),
-            "token_type_ids": pad(type_ids, XLNET_PAD_TYPE),
+            "token_type_ids": pad(type_ids, XLNET_TYPE_PAD),
             "input_mask": pad(tf.ones_like(input_ids), 0),
             "label": example["label_index"],
             "id": example["id"],
