@@ -129,9 +129,9 @@ def prepare(args) -> dict:
     ids = [source for _, source in inputs]
     (work / IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
     lengths = [len(source) for source in ids]
+    parameters = int(sum(np.size(leaf) for leaf in jax.tree.leaves(params)))
     return {
-        "model": {"model_gin": args.model_gin, "parameters": int(sum(
-            np.size(leaf) for leaf in jax.tree.leaves(params))), **config_fields(config)},
+        "model": {"model_gin": args.model_gin, "parameters": parameters, **config_fields(config)},
         "outlines": len(records),
         "phrases_per_outline": PHRASES,
         "vocabulary": str(args.spiece),
