@@ -1,6 +1,7 @@
 """Benchmarks: cmrcx's BERT cloze and classification steps against Hugging Face's
-PyTorch BERT, T5 / LongLM sampling and training against transformers' T5, the input
-pipeline, and the train step's compiled memory.
+PyTorch BERT, T5 / LongLM sampling and training and LOT OutGen generation
+(`cmrcx.generate`'s path) against transformers' T5, the input pipeline, and the train
+step's compiled memory.
 
     .venv/bin/python tools/bench.py train [--attn eager] [--json]   # batch 2 x 512
     .venv/bin/python tools/bench.py eval [--json]                   # batch 8 x 512
@@ -9,11 +10,12 @@ pipeline, and the train step's compiled memory.
     .venv/bin/python tools/bench.py memory [--json]                 # batch 24 x 512
     .venv/bin/python tools/bench.py generate [--batch 1,8] [--json] # LongLM-small, 512 -> 64
     .venv/bin/python tools/bench.py train_t5 [--batch 4] [--json]   # LongLM-small, 512 / 128
+    .venv/bin/python tools/bench.py outgen [--batch 1,8] [--json]   # OutGen, 242 outlines, 128 new
     .venv/bin/python tools/bench.py memory --models longlm_large --batch 12 --seq 512
 
 The code is in tools/benchkit/: harness.py (child processes, pinning, alternation,
 medians, machine info), steps.py (timing inside a child), flops.py, one module per
-model family (bert.py, t5.py; registered in families.py), input_pipeline.py,
+model family (bert.py, t5.py, outgen.py; registered in families.py), input_pipeline.py,
 memory.py and cli.py.
 """
 

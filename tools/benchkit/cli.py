@@ -16,7 +16,8 @@ from . import families, harness, input_pipeline, memory, steps
 
 DESCRIPTION = (
     "Benchmarks: cmrcx's BERT cloze and classification steps against Hugging Face's "
-    "PyTorch BERT, the input pipeline, and the train step's compiled memory."
+    "PyTorch BERT, T5 / LongLM sampling and training and LOT OutGen generation against "
+    "transformers' T5, the input pipeline, and the train step's compiled memory."
 )
 IN_PROCESS = {  # subcommand: (run, print)
     "input": (input_pipeline.bench_input, input_pipeline.print_input),
@@ -47,7 +48,10 @@ def main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported
     family = families.of_command(args.command)
     if family is not None and args.command == family.WORKER:
-        steps.run_worker(args, family)
+        if hasattr(family, "run_worker"):
+            family.run_worker(args)
+        else:
+            steps.run_worker(args, family)
         return
     if family is None:
         os.sched_setaffinity(0, [int(cpu) for cpu in args.cpus.split(",")])

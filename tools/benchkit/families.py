@@ -11,13 +11,15 @@ A family module gives
                                      the parent: harness.alternate, harness.side_summary
     MEMORY_MODELS, memory_geometry(name, args), memory_trainer(g, dtype, remat_policy),
     describe(geometry dict)          what `memory --models` compiles (memory.py)
+A family whose worker is not steps.py's repeated steps (outgen.py: a prepare child,
+then one pass over a data set) gives `run_worker(args)` and neither steps nor geometry.
 """
 
 from __future__ import annotations
 
-from . import bert, t5
+from . import bert, outgen, t5
 
-FAMILIES = (bert, t5)
+FAMILIES = (bert, t5, outgen)
 
 
 def of_command(command: str):
