@@ -53,7 +53,10 @@ def _lines(path):
     return [json.loads(line) for line in open(path, encoding="utf-8")]
 
 
-@pytest.mark.parametrize("task, label_type", [("clozet", str), ("senpos", int)])
+@pytest.mark.parametrize(
+    "task, label_type",
+    [("clozet", str), pytest.param("senpos", int, marks=pytest.mark.slow)],  # budget
+)
 def test_tiny_run_reports_what_the_scorer_reads_from_its_prediction_file(
     task, label_type, tiny_runner, tmp_path, run_cli
 ):

@@ -106,6 +106,7 @@ def scripted(runner):
     return runner
 
 
+@pytest.mark.slow  # ~25 s quiet; the fast kill -9 test runs a selecting run by default
 def test_a_selecting_run_keeps_its_best_and_eval_and_export_use_it(tmp_path, capsys):
     argv = selecting_flags(tmp_path / "run", tmp_path / "tfds")
     runner = scripted(runner_for(argv))
