@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import flax.linen as nn
 
-from cmrcx.models import albert, bert, heads, t5, xlnet
+from cmrcx.models import albert, bert, gpt2, heads, t5, xlnet
 
 
 class HeadOptions(NamedTuple):
@@ -71,6 +71,10 @@ class Family:
     # Glob patterns of the config file of a TF release of this family (a directory without
     # config.json): `cmrcx.convert` reads a directory holding a match as this family.
     tf_release_configs: tuple[str, ...] = ()
+    # A decoder-only family (GPT-2): its token states are causal (a state has read the
+    # tokens before it only), so tasks lay inputs out with what a state must see first
+    # (`cmrcx.benchmarks.lot.understanding`), and it decodes a prompt it continues.
+    causal: bool = False
 
 
 # The family of exports written before model_config.json named one (they are BERT).
@@ -264,5 +268,23 @@ register(
         head_options=_albert_heads,
         # Google's albert_config.json; brightmart's albert_config_tiny.json (albert_zh).
         tf_release_configs=("albert_config*.json",),
+    )
+)
+
+
+def _gpt2_token_states(config: gpt2.GPT2Config, name: str) -> nn.Module:
+    return gpt2.GPT2TokenStates(config, name=name)
+
+
+register(
+    Family(
+        name="gpt2",
+        config_class=gpt2.GPT2Config,
+        vocabulary="wordpiece",  # UER's GPT-2: BERT's Chinese vocab.txt (BertTokenizer)
+        vocab_file="vocab.txt",
+        hf_model_types=("gpt2",),  # uer/gpt2-chinese-cluecorpussmall
+        decode_model=gpt2.GPT2DecodeModel,
+        token_states=_gpt2_token_states,
+        causal=True,
     )
 )
