@@ -13,6 +13,7 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.benchmarks.lot import formats as lot_formats
+from cmrcx.benchmarks.lot import understanding as understanding_layouts
 from cmrcx.common.errors import ConfigError, MissingSplitError
 from cmrcx.common.files import write_atomically
 from cmrcx.common.paths import resolve_path
@@ -260,8 +261,9 @@ class LotUnderstandingRunTask(RunTask):
     """ClozeT or SenPos with the paper's candidate pointer (section 5.2) for the run's
     model family, or the LongLM authors' ClozeT step (`lot_clozet_longlm_authors`).
 
-    The layout follows the family's vocabulary (WordPiece: BERT; SentencePiece: T5,
-    whose decoder states the pointer reads); `cmrcx.benchmarks.lot.understanding` shows
+    The layout follows the family's vocabulary and causality (WordPiece: BERT; causal
+    WordPiece: GPT-2, the context token last; SentencePiece: T5, whose decoder states the
+    pointer reads); `cmrcx.benchmarks.lot.understanding` shows
     each with an example. Evaluation writes MODEL_DIR/predictions/<task>_<split>.jsonl:
     the split's file line for line, inputs unchanged, the predicted label in the gold
     file's type (`formats.write_predictions`), so the official eval.py and
@@ -272,7 +274,8 @@ class LotUnderstandingRunTask(RunTask):
         self.run, self.name = run, run.task
         self.data_task = lot_understanding.TASKS[run.task]
         family = registry.family_of(run.model)
-        self.layout = family.vocabulary  # "wordpiece" | "sentencepiece"
+        # "wordpiece" | "wordpiece_causal" (GPT-2) | "sentencepiece"
+        self.layout = understanding_layouts.layout_kind(family.vocabulary, family.causal)
         (self.train_task,) = lot_understanding.register(
             run.vocabulary_name,
             run.vocab_file,
