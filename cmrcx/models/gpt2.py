@@ -255,9 +255,14 @@ class GPT2LMHeadModel(nn.Module):
         logits = jnp.einsum("btd,vd->btv", hidden, table, preferred_element_type=jnp.float32)
         return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
 
-    def __call__(self, input_ids, input_mask, deterministic: bool = True):
-        """Teacher-forced logits float32 [batch, length, vocab]: position t predicts t + 1."""
-        return self.logits(self.states(input_ids, input_mask, deterministic))
+    def __call__(self, input_ids, input_mask, deterministic: bool = True, positions=None):
+        """Teacher-forced logits float32 [batch, length, vocab]: position t predicts t + 1.
+        positions: int [batch, k] (None: all): the logits at those positions only,
+        [batch, k, vocab] (an LM fine-tuned on a target scores its positions alone)."""
+        hidden = self.states(input_ids, input_mask, deterministic)
+        if positions is not None:
+            hidden = jnp.take_along_axis(hidden, positions[:, :, None], axis=1)
+        return self.logits(hidden)
 
     def prefill(self, input_ids, input_mask):
         """The prompt int [batch, source] (padded on either side; mask 1 = real) ->

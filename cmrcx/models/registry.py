@@ -51,6 +51,11 @@ class Family:
     # decoder_mask=None, deterministic) -> logits, and config -> its `DecodeModel`.
     seq2seq: Callable[[Any], nn.Module] | None = None
     decode_model: Callable[[Any], Any] | None = None
+    # config -> a decoder-only language model (input_ids, input_mask, deterministic,
+    # positions=None) -> float32 logits [batch, length or positions, vocab]: position t
+    # predicts token t + 1 (GPT-2); `cmrcx.model_api.causal_lm` fine-tunes it on seq2seq
+    # batches, decoding through `decode_model`.
+    causal_lm: Callable[[Any], nn.Module] | None = None
     # config, name -> a module (input_ids, token_type_ids, input_mask, deterministic) ->
     # the final state of every token [batch, length, width], named `name`: what the
     # candidate pointer (LOT ClozeT / SenPos) dots. None: the encoder's hidden states.
@@ -138,7 +143,7 @@ def weights(row: Family) -> ModuleType:
 
 # Problem types whose networks are a head over the family's encoder.
 HEADS = ("cloze", "classification", "span", "multiple_choice")
-PROBLEMS = (*HEADS, "candidate_pointer", "seq2seq")
+PROBLEMS = (*HEADS, "candidate_pointer", "seq2seq", "causal_lm")
 
 
 def network(config, problem: str, **options) -> nn.Module:
@@ -147,14 +152,18 @@ def network(config, problem: str, **options) -> nn.Module:
     problem: "cloze", "classification" (options: num_classes), "span",
     "multiple_choice" (a head over the family's encoder, named after the family),
     "candidate_pointer" (`heads.CandidatePointer` over the family's token states, named
-    after the family: its `token_states`, else its encoder's hidden states), or
-    "seq2seq" (the family's encoder-decoder).
+    after the family: its `token_states`, else its encoder's hidden states),
+    "seq2seq" (the family's encoder-decoder) or "causal_lm" (its decoder-only LM).
     """
     row = family_of(config)
     if problem == "seq2seq":
         if row.seq2seq is None:
             raise ValueError(f"model family {row.name!r} has no encoder-decoder network")
         return row.seq2seq(config)
+    if problem == "causal_lm":
+        if row.causal_lm is None:
+            raise ValueError(f"model family {row.name!r} has no decoder-only language model")
+        return row.causal_lm(config)
     if problem == "candidate_pointer":
         states = row.token_states or row.encoder
         if states is None:
@@ -283,6 +292,7 @@ register(
         vocabulary="wordpiece",  # UER's GPT-2: BERT's Chinese vocab.txt (BertTokenizer)
         vocab_file="vocab.txt",
         hf_model_types=("gpt2",),  # uer/gpt2-chinese-cluecorpussmall
+        causal_lm=gpt2.GPT2LMHeadModel,
         decode_model=gpt2.GPT2DecodeModel,
         token_states=_gpt2_token_states,
         causal=True,
