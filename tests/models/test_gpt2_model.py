@@ -23,9 +23,12 @@ ODD = dict(vocab_size=97, n_positions=40, n_embd=30, n_layer=2, n_head=3, n_inne
 PAD = 0
 
 
-def reference_model(seed: int = 0):
+def reference_model(seed: int = 0, vocab_size: int = ODD["vocab_size"], bos=1, eos=2):
     """Every parameter random, logits of order several units (few ties, varied choices)."""
-    config = transformers.GPT2Config(**ODD, bos_token_id=1, eos_token_id=2, pad_token_id=PAD)
+    geometry = {**ODD, "vocab_size": vocab_size}
+    config = transformers.GPT2Config(
+        **geometry, bos_token_id=bos, eos_token_id=eos, pad_token_id=PAD
+    )
     torch.manual_seed(seed)
     model = transformers.GPT2LMHeadModel(config).eval()
     with torch.no_grad():
