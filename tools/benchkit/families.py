@@ -15,9 +15,9 @@ A family module gives
 
 from __future__ import annotations
 
-from . import bert, t5
+from . import bert, gpt2, t5
 
-FAMILIES = (bert, t5)
+FAMILIES = (bert, t5, gpt2)
 
 
 def of_command(command: str):
