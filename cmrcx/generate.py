@@ -37,7 +37,8 @@ Without --gin_file, a LOT file is decoded with runs/lot_generation.gin (the pape
 
 GPT-2 (a decoder-only family: a cmrcx export of uer/gpt2-chinese-cluecorpussmall with its
 vocab.txt): the model continues each input. A text line is `[CLS]` + its WordPiece ids
-(BertTokenizer's, cut to max_input_length - 1), as UER's generation scripts start a text;
+(BertTokenizer's, cut to max_input_length - 1), as UER-py's scripts/generate_lm.py starts
+a text (`[CLS_TOKEN] + tokenize(line)`, dbiir/UER-py @78db1360);
 a LOT record is the prompt its fine-tuning reads, `[CLS] SOURCE [SEP]`
 (`cmrcx.tasks.lot.generation.lm_tokenize_and_trim`); "text" is BertTokenizer's
 `decode(ids, skip_special_tokens=True)` (tokens joined by spaces); decoding stops at the

@@ -182,9 +182,12 @@ def hf_tensors(params: Mapping, config: GPT2Config) -> Iterator[tuple[str, np.nd
 def config_from_hf(raw: Mapping, path: str = "config.json", tensors=None) -> GPT2Config:
     """GPT2Config from a config.json dict (at `path`, named in errors).
 
-    Special ids: config.json's when given; UER's config names none (its tokenizer is
-    BERT's: [CLS] 101 starts a text, [SEP] 102 ends it, [PAD] 0), so they default to
-    GPT2Config's, which are those. An OpenAI-style config (bos = eos = 50256) keeps its ids.
+    Special ids: config.json's when given and inside the vocabulary. UER's config.json
+    names none (its tokenizer is BERT's: [CLS] 101 starts a text, [SEP] 102 ends it,
+    [PAD] 0), and a copy re-saved by transformers carries its GPT2Config defaults,
+    bos = eos = 50256, past UER's 21128 ids (a token no model of that vocabulary can
+    produce); both get GPT2Config's ids, which are BERT's (`ids_outside_vocabulary` names
+    the ids replaced). An OpenAI-vocabulary GPT-2 (50257 ids) keeps its 50256.
     """
     if raw.get("model_type") not in registry.family("gpt2").hf_model_types:
         raise PretrainedFormatError(f"{path}: model_type {raw.get('model_type')!r} is not gpt2")
@@ -201,9 +204,26 @@ def config_from_hf(raw: Mapping, path: str = "config.json", tensors=None) -> GPT
     kwargs = {key: raw[key] for key in HF_CONFIG_KEYS if raw.get(key) is not None}
     if isinstance(kwargs.get("eos_token_id"), list):
         kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
+    for key in ids_outside_vocabulary(raw):
+        kwargs.pop(key)
     if "eos_token_id" in kwargs and "pad_token_id" not in kwargs:
         kwargs["pad_token_id"] = kwargs["eos_token_id"]  # transformers' generate does so
     return GPT2Config(**kwargs)
+
+
+SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+
+
+def ids_outside_vocabulary(raw: Mapping) -> list[str]:
+    """The special id keys of a config.json dict whose id is not below its vocab_size."""
+    size = raw.get("vocab_size", GPT2Config.vocab_size)
+    out = []
+    for key in SPECIAL_IDS:
+        value = raw.get(key)
+        value = value[0] if isinstance(value, list) and value else value
+        if isinstance(value, int) and not 0 <= value < size:
+            out.append(key)
+    return out
 
 
 def config_to_hf(config: GPT2Config) -> dict:
@@ -238,6 +258,11 @@ def read_dir(directory: str) -> Release:
     params = params_from_hf(tensors, config, f"{directory} ({source})")
     notes = [f"dropped {len(dropped)} tied head copies and buffers: " + ", ".join(dropped)]
     notes = notes if dropped else []
+    for key in ids_outside_vocabulary(raw):
+        notes.append(
+            f"note: {path}: {key} {raw[key]} is past vocab_size {config.vocab_size} "
+            f"(transformers' GPT-2 default); using {getattr(config, key)}"
+        )
     if "vocab.txt" not in vocabulary_files(directory):
         notes.append(f"note: {given} has no vocab.txt (UER's GPT-2 reads BERT's vocabulary)")
     return Release(config, params, source, "gpt2", dropped, notes, {"source_model_type": "gpt2"})

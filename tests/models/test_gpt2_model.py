@@ -169,3 +169,21 @@ def test_beam_search_is_token_identical_to_generate(converted, length_penalty, e
     ended = (want == eos).any(1)
     assert len(set(np.where(ended, (want == eos).argmax(1), -1))) > 1, want  # rows end apart
     np.testing.assert_array_equal(got.lengths, np.where(ended, (want == eos).argmax(1) + 1, n))
+
+
+def test_uer_config_ids():
+    """UER's config.json names no special ids; a copy re-saved by transformers 4.x has
+    its GPT-2 defaults (50256), past the 21128 ids: both read as BERT's [CLS] [SEP] [PAD]."""
+    uer = {
+        "model_type": "gpt2",
+        "vocab_size": 21128,
+        "n_layer": 12,
+        "tokenizer_class": "BertTokenizer",
+    }
+    resaved = {**uer, "bos_token_id": 50256, "eos_token_id": 50256}
+    for raw in (uer, resaved):
+        config = gpt2_weights.config_from_hf(raw)
+        assert (config.bos_token_id, config.eos_token_id, config.pad_token_id) == (101, 102, 0)
+    assert gpt2_weights.ids_outside_vocabulary(resaved) == ["bos_token_id", "eos_token_id"]
+    openai = gpt2_weights.config_from_hf({**resaved, "vocab_size": 50257})
+    assert (openai.eos_token_id, openai.pad_token_id) == (50256, 50256)
