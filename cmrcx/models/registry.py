@@ -60,7 +60,7 @@ class Family:
     # the final state of every token [batch, length, width], named `name`: what the
     # candidate pointer (LOT ClozeT / SenPos) dots. None: the encoder's hidden states.
     # Encoder-decoders give their decoder's states of the input fed to both stacks (T5);
-    # a decoder-only family would give its last layer's.
+    # a decoder-only family gives its last layer's (GPT-2; with `causal`).
     token_states: Callable[[Any, str], nn.Module] | None = None
     # The `cmrcx.weights` module (or a module object): config_from_hf, config_to_hf,
     # weight_table, params_from_hf, hf_tensors, describe, read_dir, write_hf_dir,
