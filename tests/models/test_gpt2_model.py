@@ -187,3 +187,29 @@ def test_uer_config_ids():
     assert gpt2_weights.ids_outside_vocabulary(resaved) == ["bos_token_id", "eos_token_id"]
     openai = gpt2_weights.config_from_hf({**resaved, "vocab_size": 50257})
     assert (openai.eos_token_id, openai.pad_token_id) == (50256, 50256)
+
+
+def test_bf16_remat_and_logical_axes():
+    """bf16 compute with remat trains (finite gradients, float32 logits), and every
+    parameter's logical axes resolve under the tensor-parallel rules."""
+    import flax.linen as nn
+
+    from cmrcx.models.gpt2 import GPT2Config
+    from cmrcx.training import partitioning
+
+    config = GPT2Config(**ODD, dtype="bfloat16", remat_policy="full")
+    model = GPT2LMHeadModel(config)
+    ids, mask = prompts()
+    boxed = jax.eval_shape(lambda: model.init(jax.random.key(0), ids, mask))["params"]
+    specs = nn.get_partition_spec(boxed)
+    rules = partitioning.logical_rules("tensor")
+    assert jax.tree.leaves(nn.logical_to_mesh(specs, rules))  # every name is known
+    params = nn.meta.unbox(model.init(jax.random.key(0), ids, mask))["params"]
+
+    def loss(p):
+        logits = model.apply({"params": p}, ids, mask, False, rngs={"dropout": jax.random.key(1)})
+        assert logits.dtype == jnp.float32
+        return jnp.mean(jax.nn.logsumexp(logits, -1))
+
+    grads = jax.jit(jax.grad(loss))(params)
+    assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
