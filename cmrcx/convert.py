@@ -32,6 +32,12 @@ OUT holds as vocab.txt) and brightmart's albert_zh (albert_config_tiny.json,
 albert_model.ckpt.*, vocab.txt; its own variable names and embedding layout). OUT gets
 params/ (the encoder, one shared layer, under "albert"), model_config.json and vocab.txt.
 
+GPT-2 family (config.json model_type "gpt2"): uer/gpt2-chinese-cluecorpussmall and any
+GPT2LMHeadModel / GPT2Model directory. OUT gets params/ (the LM, head tied to wte, under
+"gpt2"), model_config.json and vocab.txt (UER's: BERT's Chinese vocabulary) with the
+tokenizer JSON files; a saved copy of the tied head and old causal-mask buffers are
+dropped and reported, an untied head is an error.
+
 Which family reads DIR is config.json's `model_type` (`cmrcx.models.registry`: each
 family lists its types); without a config.json, the family whose TF release config DIR
 holds (`Family.tf_release_configs`), else BERT's (a Google TF release). The family's
@@ -40,7 +46,8 @@ weights module (`cmrcx.weights.<family>`) reads it.
 --verify then runs the source model in PyTorch (transformers, built from DIR)
 and the converted Flax model on random inputs with padding, prints the largest
 absolute differences (BERT, ALBERT: final hidden states; T5: encoder states and
-teacher-forced logits; XLNet: hidden states on left-padded inputs; a TF release runs as
+teacher-forced logits; XLNet: hidden states on left-padded inputs; GPT-2: logits on
+left-padded inputs with position ids from the mask; a TF release runs as
 the transformers model its tensors load into) and exits 1 when one exceeds --verify_atol.
 """
 

@@ -1,4 +1,5 @@
-"""`python -m cmrcx.generate --checkpoint DIR --input FILE --output FILE.jsonl`: T5 generation.
+"""`python -m cmrcx.generate --checkpoint DIR --input FILE --output FILE.jsonl`: T5 and GPT-2
+generation.
 
 DIR is a cmrcx T5 export (`python -m cmrcx.convert` of a LongLM / T5 / mT5 release:
 params/, model_config.json with "family": "t5", and the release's spiece.model).
@@ -34,6 +35,15 @@ official file's schema, line by line: each record as read, its target ("story" /
 "plot") set to the generation, which the official eval.py (and `cmrcx.score`) scores.
 Without --gin_file, a LOT file is decoded with runs/lot_generation.gin (the paper's).
 
+GPT-2 (a decoder-only family: a cmrcx export of uer/gpt2-chinese-cluecorpussmall with its
+vocab.txt): the model continues each input. A text line is `[CLS]` + its WordPiece ids
+(BertTokenizer's, cut to max_input_length - 1), as UER-py's scripts/generate_lm.py starts
+a text (`[CLS_TOKEN] + tokenize(line)`, dbiir/UER-py @78db1360);
+a LOT record is the prompt its fine-tuning reads, `[CLS] SOURCE [SEP]`
+(`cmrcx.tasks.lot.generation.lm_tokenize_and_trim`); "text" is BertTokenizer's
+`decode(ids, skip_special_tokens=True)` (tokens joined by spaces); decoding stops at the
+export's eos_token_id ([SEP]). GenerationConfig.decoder_start_token_id is unused.
+
 Decoding options are a gin-configurable `GenerationConfig` (default: greedy);
 `--gin_file=runs/lot_generation.gin` is the LOT paper's top-k sampling. Flags
 (--decoding greedy|sample|beam, --top_k, --top_p, --temperature, --num_beams,
@@ -61,7 +71,7 @@ from cmrcx.common import paths
 from cmrcx.common.errors import ConfigError, DataFormatError
 
 DECODINGS = ("greedy", "sample", "beam")
-SENTENCEPIECE_FILE = "spiece.model"
+SENTENCEPIECE_FILE = "spiece.model"  # a T5 export's vocabulary (GPT-2's: vocab.txt)
 LOT_TASKS = {"lot_outgen": "outgen", "lot_plotcom": "plotcom"}  # --task -> the file's task
 LOT_GIN_FILE = "runs/lot_generation.gin"  # a LOT file's decoding without --gin_file
 
@@ -161,7 +171,8 @@ def generation_config(args: argparse.Namespace) -> GenerationConfig:
 
 
 def load_export(directory: str):
-    """(T5Config, params as numpy, path of spiece.model); ConfigError when it is not there."""
+    """(config, params as numpy, path of its vocabulary: the family's `vocab_file`,
+    spiece.model or vocab.txt); ConfigError when it is not there."""
     from cmrcx.models import registry
     from cmrcx.weights import exports
 
@@ -170,17 +181,18 @@ def load_export(directory: str):
     try:
         config = exports.read_model_config(directory)
         if registry.family_of(config).decode_model is None:  # an encoder-only family
-            raise ValueError(f"{directory}: not a T5 export (a {type(config).__name__})")
+            raise ValueError(f"{directory}: not a T5 or GPT-2 export (a {type(config).__name__})")
         config, params = exports.read_network(directory)
     except (FileNotFoundError, ValueError) as error:
         raise ConfigError(f"--checkpoint: {error}") from error
-    spiece = os.path.join(directory, SENTENCEPIECE_FILE)
-    if not os.path.isfile(spiece):
+    name = registry.family_of(config).vocab_file
+    vocab_path = os.path.join(directory, name)
+    if not os.path.isfile(vocab_path):
         raise ConfigError(
-            f"{directory} has no {SENTENCEPIECE_FILE}: copy the release's SentencePiece "
-            "model there (`python -m cmrcx.convert` copies it)"
+            f"{directory} has no {name}: copy the release's vocabulary there "
+            "(`python -m cmrcx.convert` copies it)"
         )
-    return config, params, spiece
+    return config, params, vocab_path
 
 
 def read_inputs(path: str, vocab, vocab_size: int, max_input_length: int):
@@ -197,17 +209,29 @@ def read_inputs(path: str, vocab, vocab_size: int, max_input_length: int):
             lines.append(raw.decode("utf-8").strip())
         except UnicodeDecodeError as error:
             raise DataFormatError(f"{path}: line {number}: not UTF-8 text ({error})") from None
-    texts = [line for line in lines if not line.startswith("[")]
+    texts = [line for line in lines if not _is_id_list(line, vocab)]
     encoded = iter(vocab.encode_tf(tf.constant(texts)).to_list() if texts else [])
     inputs = []
     for number, line in enumerate(lines, 1):
-        if line.startswith("["):
+        if _is_id_list(line, vocab):
             ids = _token_ids(line, vocab_size, max_input_length, f"{path}: line {number}")
             inputs.append((ids, ids))
+        elif _is_wordpiece(vocab):  # a decoder-only model continues [CLS] + the text
+            inputs.append((line, [vocab.cls_id, *next(encoded)[: max_input_length - 1]]))
         else:
             ids = next(encoded)[: max_input_length - 1]
             inputs.append((line, ids if ids[-1:] == [vocab.eos_id] else [*ids, vocab.eos_id]))
     return inputs
+
+
+def _is_id_list(line: str, vocab) -> bool:
+    """A JSON list of ids: "[" first; with a WordPiece vocabulary, not a marker or special
+    token such as "[unused1]" or "[CLS]" starting a text."""
+    return line.startswith("[") and not (_is_wordpiece(vocab) and line[1:2].isalpha())
+
+
+def _is_wordpiece(vocab) -> bool:
+    return hasattr(vocab, "cls_id")
 
 
 def lot_task_of(path: str, task_flag: str | None) -> str | None:
@@ -239,8 +263,16 @@ def read_lot_records(path: str, lot_task: str, vocab, max_input_length: int):
     import tensorflow as tf
 
     from cmrcx.benchmarks.lot import formats, generation
+    from cmrcx.tasks.lot.generation import WORDPIECE_SENTINEL
 
     records = formats.read_file(lot_task, path)
+    if _is_wordpiece(vocab):  # a decoder-only model's prompt: [CLS] SOURCE [SEP]
+        texts = [generation.source_and_target(record, WORDPIECE_SENTINEL)[0] for record in records]
+        texts = [text.removesuffix(WORDPIECE_SENTINEL) for text in texts]
+        encoded = vocab.encode_tf(tf.constant(texts)).to_list()
+        inputs = [(text, [vocab.cls_id, *ids[: max_input_length - 2], vocab.sep_id])
+                  for text, ids in zip(texts, encoded, strict=True)]  # fmt: skip
+        return records, inputs
     texts = [generation.source_and_target(record)[0] for record in records]
     encoded = vocab.encode_tf(tf.constant(texts)).to_list()
     inputs = [(text, [*ids[: max_input_length - 1], vocab.eos_id])
@@ -307,17 +339,26 @@ def decode(generation: GenerationConfig, model, params, ids, mask, rng):
 
 def readable_text(vocab, ids: Sequence[int]) -> str:
     """T5Tokenizer's decode(ids, skip_special_tokens=True): special ids dropped, the rest
-    decoded by SentencePiece, stripped and cleaned up (`cmrcx.vocab.sentencepiece`)."""
+    decoded by SentencePiece, stripped and cleaned up (`cmrcx.vocab.sentencepiece`).
+    WordPiece (GPT-2): BertTokenizer's, [PAD] [CLS] [SEP] [UNK] dropped."""
+    if _is_wordpiece(vocab):
+        special = {vocab.pad_id, vocab.cls_id, vocab.sep_id, vocab.unk_id}
+        return vocab.decode([i for i in ids if i not in special])
     special = {vocab.pad_id, vocab.eos_id, vocab.unk_id}
     return vocab.decode([i for i in ids if i not in special and i < vocab.piece_size])
 
 
 def load_vocabulary(spiece: str, model_vocab_size: int):
-    """The export's T5SentencePieceVocabulary; ConfigError if it is not the model's."""
+    """The export's T5SentencePieceVocabulary (or WordPieceVocabulary of a vocab.txt);
+    ConfigError if it is not the model's."""
     from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+    from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
     try:
-        vocab = T5SentencePieceVocabulary(spiece)
+        if not spiece.endswith(SENTENCEPIECE_FILE):
+            vocab = WordPieceVocabulary(spiece)
+        else:
+            vocab = T5SentencePieceVocabulary(spiece)
     except (OSError, ValueError) as error:
         raise ConfigError(str(error)) from error
     if vocab.vocab_size > model_vocab_size:
@@ -394,12 +435,13 @@ def main(argv: Sequence[str]) -> None:
     generation = generation.checked(config.vocab_size)
     launch.prepare_process()  # before the vocabulary imports TensorFlow
     vocab = load_vocabulary(spiece, config.vocab_size)
-    _note_special_id_differences(config, vocab, spiece)
+    if not _is_wordpiece(vocab):
+        _note_special_id_differences(config, vocab, spiece)
     if lot_task is None:
         inputs = read_inputs(input_path, vocab, config.vocab_size, generation.max_input_length)
     else:
         records, inputs = read_lot_records(input_path, lot_task, vocab, generation.max_input_length)
-    if generation.decoder_start_token_id is not None:
+    if generation.decoder_start_token_id is not None and hasattr(config, "decoder_start_token_id"):
         config = dataclasses.replace(
             config, decoder_start_token_id=generation.decoder_start_token_id
         )

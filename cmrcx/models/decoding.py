@@ -2,8 +2,10 @@
 
 A `DecodeModel` is an autoregressive network seen through four calls: `encode` (once
 per batch), `init_cache`, `decode_step` (one token per row against the cache) and
-`reorder_cache` (beam search); T5 implements it (`cmrcx.models.t5.T5DecodeModel`),
-GPT-2 will. No family is imported here.
+`reorder_cache` (beam search); T5 implements it (`cmrcx.models.t5.T5DecodeModel`), and
+so does GPT-2 (`cmrcx.models.gpt2.GPT2DecodeModel`), a decoder-only model: its `encode`
+reads the prompt (keys and values once) and its step 0 ignores the start token it is fed
+and answers the prompt's next-token logits. No family is imported here.
 
 One jitted `lax.while_loop` per (model, batch, source length, max_new_tokens,
 decoding options): the model encodes once, builds its cache once, each step

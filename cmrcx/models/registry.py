@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import flax.linen as nn
 
-from cmrcx.models import albert, bert, heads, t5, xlnet
+from cmrcx.models import albert, bert, gpt2, heads, t5, xlnet
 
 
 class HeadOptions(NamedTuple):
@@ -51,11 +51,16 @@ class Family:
     # decoder_mask=None, deterministic) -> logits, and config -> its `DecodeModel`.
     seq2seq: Callable[[Any], nn.Module] | None = None
     decode_model: Callable[[Any], Any] | None = None
+    # config -> a decoder-only language model (input_ids, input_mask, deterministic,
+    # positions=None) -> float32 logits [batch, length or positions, vocab]: position t
+    # predicts token t + 1 (GPT-2); `cmrcx.model_api.causal_lm` fine-tunes it on seq2seq
+    # batches, decoding through `decode_model`.
+    causal_lm: Callable[[Any], nn.Module] | None = None
     # config, name -> a module (input_ids, token_type_ids, input_mask, deterministic) ->
     # the final state of every token [batch, length, width], named `name`: what the
     # candidate pointer (LOT ClozeT / SenPos) dots. None: the encoder's hidden states.
     # Encoder-decoders give their decoder's states of the input fed to both stacks (T5);
-    # a decoder-only family would give its last layer's.
+    # a decoder-only family gives its last layer's (GPT-2; with `causal`).
     token_states: Callable[[Any, str], nn.Module] | None = None
     # The `cmrcx.weights` module (or a module object): config_from_hf, config_to_hf,
     # weight_table, params_from_hf, hf_tensors, describe, read_dir, write_hf_dir,
@@ -71,6 +76,10 @@ class Family:
     # Glob patterns of the config file of a TF release of this family (a directory without
     # config.json): `cmrcx.convert` reads a directory holding a match as this family.
     tf_release_configs: tuple[str, ...] = ()
+    # A decoder-only family (GPT-2): its token states are causal (a state has read the
+    # tokens before it only), so tasks lay inputs out with what a state must see first
+    # (`cmrcx.benchmarks.lot.understanding`), and it decodes a prompt it continues.
+    causal: bool = False
 
 
 # The family of exports written before model_config.json named one (they are BERT).
@@ -134,7 +143,7 @@ def weights(row: Family) -> ModuleType:
 
 # Problem types whose networks are a head over the family's encoder.
 HEADS = ("cloze", "classification", "span", "multiple_choice")
-PROBLEMS = (*HEADS, "candidate_pointer", "seq2seq")
+PROBLEMS = (*HEADS, "candidate_pointer", "seq2seq", "causal_lm")
 
 
 def network(config, problem: str, **options) -> nn.Module:
@@ -143,14 +152,18 @@ def network(config, problem: str, **options) -> nn.Module:
     problem: "cloze", "classification" (options: num_classes), "span",
     "multiple_choice" (a head over the family's encoder, named after the family),
     "candidate_pointer" (`heads.CandidatePointer` over the family's token states, named
-    after the family: its `token_states`, else its encoder's hidden states), or
-    "seq2seq" (the family's encoder-decoder).
+    after the family: its `token_states`, else its encoder's hidden states),
+    "seq2seq" (the family's encoder-decoder) or "causal_lm" (its decoder-only LM).
     """
     row = family_of(config)
     if problem == "seq2seq":
         if row.seq2seq is None:
             raise ValueError(f"model family {row.name!r} has no encoder-decoder network")
         return row.seq2seq(config)
+    if problem == "causal_lm":
+        if row.causal_lm is None:
+            raise ValueError(f"model family {row.name!r} has no decoder-only language model")
+        return row.causal_lm(config)
     if problem == "candidate_pointer":
         states = row.token_states or row.encoder
         if states is None:
@@ -264,5 +277,24 @@ register(
         head_options=_albert_heads,
         # Google's albert_config.json; brightmart's albert_config_tiny.json (albert_zh).
         tf_release_configs=("albert_config*.json",),
+    )
+)
+
+
+def _gpt2_token_states(config: gpt2.GPT2Config, name: str) -> nn.Module:
+    return gpt2.GPT2TokenStates(config, name=name)
+
+
+register(
+    Family(
+        name="gpt2",
+        config_class=gpt2.GPT2Config,
+        vocabulary="wordpiece",  # UER's GPT-2: BERT's Chinese vocab.txt (BertTokenizer)
+        vocab_file="vocab.txt",
+        hf_model_types=("gpt2",),  # uer/gpt2-chinese-cluecorpussmall
+        causal_lm=gpt2.GPT2LMHeadModel,
+        decode_model=gpt2.GPT2DecodeModel,
+        token_states=_gpt2_token_states,
+        causal=True,
     )
 )

@@ -14,7 +14,12 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-LAYOUTS = ("same", "dense", "to_heads", "bias_to_heads", "from_heads")
+LAYOUTS = (
+    "same", "dense", "to_heads", "bias_to_heads", "from_heads",
+    # transformers' Conv1D (GPT-2) keeps [in, out]: fused q/k/v [width, 3*heads*head_dim]
+    # -> [width, 3, heads, head_dim], its bias, and the output [heads*head_dim, width].
+    "conv1d_qkv", "bias_qkv", "conv1d_from_heads",
+)  # fmt: skip
 
 
 class WeightError(ValueError):
@@ -33,6 +38,12 @@ def to_flax(tensor: np.ndarray, layout: str, num_heads: int) -> np.ndarray:
         return tensor.reshape(num_heads, -1)
     if layout == "from_heads":  # [width, heads*head_dim] -> [heads, head_dim, width]
         return tensor.T.reshape(num_heads, -1, tensor.shape[0])
+    if layout == "conv1d_qkv":
+        return tensor.reshape(tensor.shape[0], 3, num_heads, -1)
+    if layout == "bias_qkv":
+        return tensor.reshape(3, num_heads, -1)
+    if layout == "conv1d_from_heads":
+        return tensor.reshape(num_heads, -1, tensor.shape[1])
     raise ValueError(f"unknown layout {layout!r}")
 
 
@@ -48,6 +59,12 @@ def to_torch(param: np.ndarray, layout: str) -> np.ndarray:
         return param.reshape(-1)
     if layout == "from_heads":
         return param.reshape(-1, param.shape[-1]).T
+    if layout == "conv1d_qkv":
+        return param.reshape(param.shape[0], -1)
+    if layout == "bias_qkv":
+        return param.reshape(-1)
+    if layout == "conv1d_from_heads":
+        return param.reshape(-1, param.shape[-1])
     raise ValueError(f"unknown layout {layout!r}")
 
 

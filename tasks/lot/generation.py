@@ -1,5 +1,7 @@
 """SeqIO tasks for LOT's generation tasks, PlotCom and OutGen (LOT paper sections 3.3, 3.4
-and 5.2): a table plus a loop.
+and 5.2): a table plus a loop. A decoder-only family (GPT-2, BERT's vocab.txt) gets the same
+texts as a prompt and its continuation (`lm_tokenize_and_trim`, vocabulary_kind
+"wordpiece").
 
 `register(vocabulary_name, spiece_model, {"lot_outgen": DATA_DIR, ...})` registers, per task
 given a folder of its official files (train.jsonl, val.jsonl, test.jsonl), the task
@@ -45,9 +47,13 @@ from cmrcx.benchmarks.lot.formats import MASK
 from cmrcx.datasets import lot as lot_tfds
 from cmrcx.tasks import task_name
 from cmrcx.vocab.sentencepiece import SENTINEL_TOKEN, T5SentencePieceVocabulary
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 SPLITS = ("train", "validation", "test")
 FIRST_SENTINEL = 1  # LongLM's <extra_id_1> (cmrcx.tasks.lot.pretraining.FIRST_SENTINEL)
+# A decoder-only model over BERT's vocab.txt (GPT-2): PlotCom's blank, kept whole.
+WORDPIECE_SENTINEL = "[unused1]"
+VOCABULARY_KINDS = ("sentencepiece", "wordpiece")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +137,36 @@ def tokenize_and_trim(
     return dataset.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def lm_tokenize_and_trim(
+    dataset: tf.data.Dataset,
+    *,
+    vocabulary: WordPieceVocabulary,
+    sentinel: str,
+    input_length: int,
+    target_length: int,
+) -> tf.data.Dataset:
+    """The texts of `seq2seq_texts` (with `WORDPIECE_SENTINEL`) as a decoder-only LM
+    (GPT-2, BERT's vocab.txt) reads them, cmrcx's format (the LOT authors released no
+    GPT-2 script): the prompt ``[CLS] SOURCE [SEP]`` (UER-py's scripts/generate_lm.py starts a
+    text with [CLS]), the
+    OutGen source without its final sentinel, PlotCom's blank kept as ``[unused1]``; the
+    continuation ``TARGET [SEP]`` (the sentinel prefix dropped; [SEP] is GPT2Config's EOS).
+    Each text's first length - 2 (prompt) / length - 1 (target) ids are kept."""
+    cls, sep = vocabulary.cls_id, vocabulary.sep_id
+    escaped = sentinel.replace("[", r"\[").replace("]", r"\]")
+
+    def tokenize(example):
+        source = tf.strings.regex_replace(example["source"], escaped + "$", "")
+        target = tf.strings.substr(example["target"], len(sentinel), -1)
+        ids = vocabulary.encode_tf(tf.stack([source, target]))
+        out = {k: v for k, v in example.items() if k not in ("source", "target")}
+        out["inputs"] = tf.concat([[cls], ids[0][: input_length - 2], [sep]], 0)
+        out["targets"] = tf.concat([ids[1][: target_length - 1], [sep]], 0)
+        return out
+
+    return dataset.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+
+
 # --- Postprocessing and metrics ---------------------------------------------------------
 
 
@@ -202,6 +238,7 @@ def register(
     target_length: int = 512,
     tfds_cache_dir: str | None = None,
     drop_last_char_without_eos: bool = False,
+    vocabulary_kind: str = "sentencepiece",
 ) -> list[str]:
     """Registers a SeqIO task per LOT generation task of ``data_dirs``.
 
@@ -214,6 +251,9 @@ def register(
         section 5.2: 512).
       tfds_cache_dir: where prepared splits go (default ~/.cache/cmrcx/tfds).
       drop_last_char_without_eos: reproduce gen.py's slip (`generation_text`).
+      vocabulary_kind: "sentencepiece" (a seq2seq model: `tokenize_and_trim`, EOS after
+        each text) or "wordpiece" (spiece_model is then a BERT vocab.txt: a decoder-only
+        LM's prompt and continuation, `lm_tokenize_and_trim`).
 
     Returns the task names, in `TASKS` order. Registering again replaces them.
     """
@@ -222,9 +262,16 @@ def register(
         raise ValueError("register: no data dirs given, so no LOT generation task to register")
     if min(max_length, target_length) < 2:
         raise ValueError(f"lengths {max_length}/{target_length}: room for a token and EOS needed")
-    vocabulary = T5SentencePieceVocabulary(spiece_model)
-    sentinel = SENTINEL_TOKEN.format(FIRST_SENTINEL)
-    features = {key: seqio.Feature(vocabulary, add_eos=True) for key in ("inputs", "targets")}
+    if vocabulary_kind == "wordpiece":
+        vocabulary, sentinel = WordPieceVocabulary(spiece_model), WORDPIECE_SENTINEL
+        tokenize = functools.partial(lm_tokenize_and_trim, sentinel=sentinel)
+    elif vocabulary_kind == "sentencepiece":
+        vocabulary = T5SentencePieceVocabulary(spiece_model)
+        sentinel, tokenize = SENTINEL_TOKEN.format(FIRST_SENTINEL), tokenize_and_trim
+    else:
+        raise ValueError(f"vocabulary_kind {vocabulary_kind!r}: use one of {VOCABULARY_KINDS}")
+    add_eos = vocabulary_kind == "sentencepiece"  # the LM texts end in [SEP] already
+    features = {key: seqio.Feature(vocabulary, add_eos=add_eos) for key in ("inputs", "targets")}
     names = []
     for row in TASKS.values():
         name = task_name(row.name, vocabulary_name)
@@ -237,7 +284,7 @@ def register(
             preprocessors=[
                 functools.partial(seq2seq_texts, lot_task=row.lot_task, sentinel=sentinel),
                 functools.partial(
-                    tokenize_and_trim,
+                    tokenize,
                     vocabulary=vocabulary,
                     input_length=max_length,
                     target_length=target_length,

@@ -7,7 +7,8 @@ ClozeT variant ``"lot_clozet_longlm_authors"``), the task ``<task>_<vocabulary_n
 `cmrcx.datasets.lot` (the official jsonl files read unchanged), one example per record,
 built by the token layout of `cmrcx.benchmarks.lot.understanding`:
 
-  layout "wordpiece" (BERT family: vocab.txt) or "sentencepiece" (T5 family: spiece.model),
+  layout "wordpiece" (BERT family: vocab.txt), "wordpiece_causal" (GPT-2: vocab.txt, the
+      context token last) or "sentencepiece" (T5 family: spiece.model),
       input_ids, token_type_ids, input_mask [max_length]; candidate_positions,
       candidate_mask [candidates]; context_position, label [] (-1 in a test file);
       example_index [] (the record's index in the split, for decoding).
@@ -41,7 +42,7 @@ from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 TASKS = understanding.TASKS  # run task -> its LOT data task
 AUTHORS = understanding.AUTHORS_TASK
-LAYOUT_KINDS = ("wordpiece", "sentencepiece")
+LAYOUT_KINDS = ("wordpiece", "wordpiece_causal", "sentencepiece")
 SPLITS = ("train", "validation", "test")
 _NUMBERS = seqio.PassThroughVocabulary(size=0)
 _POINTER_FEATURES = ("candidate_positions", "candidate_mask")
@@ -49,7 +50,7 @@ _POINTER_FEATURES = ("candidate_positions", "candidate_mask")
 
 def vocabulary_for(layout: str, vocab_file: str, lower_case: bool = True):
     """The vocabulary object of a layout kind: WordPiece (vocab.txt) or SentencePiece."""
-    if layout == "wordpiece":
+    if layout.startswith("wordpiece"):
         return WordPieceVocabulary(vocab_file, lower_case=lower_case)
     if layout == "sentencepiece":
         return T5SentencePieceVocabulary(vocab_file)
@@ -59,7 +60,7 @@ def vocabulary_for(layout: str, vocab_file: str, lower_case: bool = True):
 def special_ids(layout: str, vocabulary):
     """The layout's special ids from the vocabulary (`understanding.WordPieceIds` /
     `SentencePieceIds`)."""
-    if layout == "wordpiece":
+    if layout.startswith("wordpiece"):
         return understanding.WordPieceIds.from_vocabulary(vocabulary)
     return understanding.SentencePieceIds.from_vocabulary(vocabulary)
 
@@ -196,8 +197,9 @@ def register(
     Args:
       data_dirs: task (``"lot_clozet"``, ``"lot_senpos"``, ``"lot_clozet_longlm_authors"``)
         -> the folder of its official train.jsonl / val.jsonl / test.jsonl.
-      layout: "wordpiece" (vocab_file a BERT vocab.txt) or "sentencepiece" (an
-        spiece.model); the authors' variant is SentencePiece whatever is given.
+      layout: "wordpiece" (vocab_file a BERT vocab.txt), "wordpiece_causal" (the same
+        vocabulary, laid out for a causal decoder) or "sentencepiece" (an spiece.model);
+        the authors' variant is SentencePiece whatever is given.
       max_length: tokens per example (the paper's 512); the authors' targets are one
         longer (the gold sentinel).
 

@@ -246,7 +246,9 @@ def test_missing_and_wrong_checkpoints(export, input_file, tmp_path, capsys):
     bert = tmp_path / "bert"
     bert.mkdir()
     (bert / "model_config.json").write_text(json.dumps({"model": {}}))
-    assert "not a T5 export (a BertConfig)" in error_line(capsys, ["--checkpoint", str(bert), *out])
+    assert "not a T5 or GPT-2 export (a BertConfig)" in error_line(
+        capsys, ["--checkpoint", str(bert), *out]
+    )
     (tmp_path / "empty").mkdir()
     assert "not a cmrcx export" in error_line(
         capsys, ["--checkpoint", str(tmp_path / "empty"), *out]

@@ -21,8 +21,12 @@ MODELS = {
     "longlm_small": "LongLM-small",
     "longlm_base": "LongLM-base",
     "longlm_large": "LongLM-large",
+    "gpt2": "GPT2-base",
 }
-FAMILY = {"mt5_base": "T5Config", "longlm_small": "T5Config", "longlm_base": "T5Config"}
+FAMILY = {
+    "mt5_base": "T5Config", "longlm_small": "T5Config", "longlm_base": "T5Config",
+    "gpt2": "GPT2Config",
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("task", ["clozet", "senpos"])
@@ -144,3 +148,27 @@ def test_the_overall_score_of_a_paper_row_from_its_metrics():
     text = lot_tables.format_tables({**summary, "missing": ["lot_plotcom", "lot_outgen"]})
     assert "ClozeT  SenPos  Overall" in text and "70.75   40.13    51.36" in text
     assert "Table 11" not in text and "missing (no run under runs_root): lot_plotcom" in text
+
+
+@pytest.mark.slow
+def test_gpt2_smoke_run(tmp_path):
+    """local_tiny.gin after the GPT-2 row: the tiny GPT-2 over the bundled vocab.txt, the
+    pointer over its causal states in the causal WordPiece layout, train and evaluate."""
+    from cmrcx.training.runner import Runner
+
+    launch.parse_gin(
+        ["lot_clozet_gpt2.gin", "local_tiny.gin"],
+        [
+            f"MODEL_DIR = '{tmp_path / 'run'}'",
+            f"DATA_DIR = '{SAMPLE}/clozet'",
+            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
+            "RunConfig.num_train_steps = 2",
+            "RunConfig.max_length = 64",
+        ],
+    )
+    run = launch.run_config_from_gin()
+    assert type(run.model).__name__ == "GPT2Config" and run.model.n_embd == 32
+    runner = Runner(run)
+    assert runner.task.layout == "wordpiece_causal"
+    state, _ = runner.train()
+    assert 0.0 <= runner.evaluate(state, 2, "validation")["accuracy"] <= 1.0

@@ -25,13 +25,17 @@ from cmrcx.model_api.candidate_pointer import (
     LongLMAuthorsClozeModel,
 )
 from cmrcx.model_api.multiple_choice import MASKED_LOGIT
-from cmrcx.models import bert, registry, t5
+from cmrcx.models import bert, gpt2, registry, t5
 
 BERT = bert.BertConfig(
     vocab_size=300, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
     max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0,
 )  # fmt: skip
 T5 = dict(vocab_size=320, d_model=32, d_kv=8, num_heads=4, d_ff=64, num_layers=2, dropout_rate=0.0)
+GPT2 = gpt2.GPT2Config(
+    vocab_size=300, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=64,
+    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+)  # fmt: skip
 LENGTH, CANDIDATES = 40, 4
 WORDPIECE = understanding.WordPieceIds(cls=101, sep=102, gap=1, end=2)
 SENTENCEPIECE = understanding.SentencePieceIds(
@@ -53,7 +57,7 @@ RECORDS = [
 
 def pointer_batch(kind: str, example_mask=(1, 1, 1)) -> dict[str, np.ndarray]:
     """The three records laid out for `kind`, padded to LENGTH and CANDIDATES."""
-    ids = WORDPIECE if kind == "wordpiece" else SENTENCEPIECE
+    ids = SENTENCEPIECE if kind == "sentencepiece" else WORDPIECE
     rows = []
     for record in RECORDS:
         task = "clozet" if isinstance(record, ClozeTRecord) else "senpos"
@@ -66,10 +70,11 @@ def pointer_batch(kind: str, example_mask=(1, 1, 1)) -> dict[str, np.ndarray]:
 @functools.cache
 def pointer_model(family: str):
     """(config, model with score_batch and value_and_grad(loss_fn) jitted, params, kind)."""
-    config = BERT if family == "bert" else t5.T5Config(**T5)
+    config = {"bert": BERT, "gpt2": GPT2}.get(family) or t5.T5Config(**T5)
     network = registry.network(config, "candidate_pointer")
     model = CandidatePointerModel(network, max_length=LENGTH, num_candidates=CANDIDATES)
-    kind = "wordpiece" if family == "bert" else "sentencepiece"
+    row = registry.family_of(config)
+    kind = understanding.layout_kind(row.vocabulary, row.causal)
     init = jax.jit(lambda rng: meta.unbox(model.init(rng, model.example_batch(2))["params"]))
     params = init(jax.random.key(0))
     model.score_batch = jax.jit(model.score_batch)
@@ -77,7 +82,7 @@ def pointer_model(family: str):
     return config, model, params, kind
 
 
-@pytest.fixture(scope="module", params=["bert", "t5"])
+@pytest.fixture(scope="module", params=["bert", "t5", "gpt2"])
 def family(request):
     return request.param, *pointer_model(request.param)
 
@@ -107,6 +112,9 @@ def network_states(name: str, params, batch) -> np.ndarray:
     ids, mask = batch["input_ids"], batch["input_mask"]
     if name == "bert":
         return np.asarray(bert_states(params["bert"], ids, batch["token_type_ids"], mask))
+    if name == "gpt2":  # the last layer's states, after ln_f
+        apply = gpt2.GPT2LMHeadModel(GPT2).apply
+        return np.asarray(apply({"params": params["gpt2"]}, ids, mask, method="states"))
     return np.asarray(t5_states(params["t5"], ids, mask))
 
 
@@ -140,9 +148,11 @@ def test_loss_is_cross_entropy_over_real_candidates_and_trains(family):
     assert float(metrics["examples"]) == 2 and float(metrics["loss_sum"]) == float(loss_sum)
     norms = jax.tree.map(lambda g: float(jnp.linalg.norm(g)), grads)
     assert all(np.isfinite(jax.tree.leaves(norms)))
-    words = norms["bert"]["embeddings"]["word_embeddings"] if name == "bert" else (
-        norms["t5"]["shared"]
-    )  # fmt: skip
+    words = {
+        "bert": lambda: norms["bert"]["embeddings"]["word_embeddings"],
+        "t5": lambda: norms["t5"]["shared"],
+        "gpt2": lambda: norms["gpt2"]["wte"],
+    }[name]()
     assert words["embedding"] > 0
     # A padded candidate made to win by hand would change nothing: its logit is masked.
     moved = {**batch, "candidate_positions": batch["candidate_positions"].copy()}

@@ -31,7 +31,7 @@ def _load(name: str):
 
 
 sys.path.insert(0, str(TOOLS))  # benchkit, as tools/bench.py imports it
-from benchkit import bert, cli, families, harness, t5  # noqa: E402
+from benchkit import bert, cli, families, gpt2, harness, t5  # noqa: E402
 
 corpus = _load("make_cmrc2019_corpus")
 
@@ -303,3 +303,31 @@ def test_t5_memory_report():
         # Parameters + AdamW's two moments, float32 either way: ~60M x 12 bytes.
         assert 0.5 < row["gib"]["argument"] < 1.0
         assert row["gib"]["temp"] > 0
+
+
+# GPT-2: 2 layers, n_embd 32, 512-token vocabulary, 16-token prompts.
+TINY_GPT2 = ["--n_embd", "32", "--n_layer", "2", "--n_head", "2", "--vocab", "512"]
+TINY_GPT2 += ["--n_positions", "64", "--input_length", "16"]
+
+
+def test_gpt2_family_and_configs_agree():
+    assert families.of_command("generate_gpt2") is gpt2 and families.of_model("gpt2_base") is gpt2
+    g = gpt2.PRESETS["gpt2_base"]
+    ours, theirs = gpt2.cmrcx_config(g), gpt2.torch_config(g)
+    assert (ours.n_embd, ours.n_layer, ours.n_head, ours.vocab_size, ours.n_positions) == (
+        theirs.n_embd, theirs.n_layer, theirs.n_head, theirs.vocab_size, theirs.n_positions,
+    )  # fmt: skip
+    assert (ours.n_embd, ours.n_layer, ours.vocab_size) == (768, 12, 21128)
+
+
+@pytest.mark.slow  # child processes with jax and torch: ~20 s each
+@pytest.mark.parametrize("command", ["generate_gpt2", "train_gpt2"])
+def test_gpt2_commands_compare_both_sides(command):
+    report = run_bench(command, *TINY_GPT2, "--target_length", "8", "--batch", "2",
+                       "--rounds", "1", "--warmup", "1", "--steps", "2")  # fmt: skip
+    (result,) = report["results"]
+    tokens = 2 * 8 if command == "generate_gpt2" else 2 * (16 + 8)
+    assert result["tokens_per_call"] == tokens
+    for side in ("cmrcx", "torch"):
+        _check_t5_side(result[side], tokens)
+        assert result[side]["min_new_tokens"] == 8

@@ -17,9 +17,9 @@ then one pass over a data set) gives `run_worker(args)` and neither steps nor ge
 
 from __future__ import annotations
 
-from . import bert, outgen, t5
+from . import bert, gpt2, outgen, t5
 
-FAMILIES = (bert, t5, outgen)
+FAMILIES = (bert, t5, gpt2, outgen)
 
 
 def of_command(command: str):

@@ -17,6 +17,10 @@ index input_ids. The story's text is tokenized piece by piece between its blanks
 WordPiece (BERT, RoBERTa, the 3-layer Transformer; a bidirectional encoder sees every
 token from every position): `[unused1]` marks a place in the story where a sentence is
 missing (ClozeT) or may go (SenPos), `[unused2]` ends a sentence outside the story.
+WordPiece, causal (GPT-2, a decoder-only model over BERT's vocab.txt: the state of token
+t has read tokens <= t only): the same markers, laid out as the SentencePiece ones, the
+context token last (`clozet_wordpiece_causal`); SenPos's WordPiece layout already ends
+with its context and serves both.
 SentencePiece (LongLM, mT5; the pointer reads the decoder's states, causal: the state of
 token t has read tokens <= t, and the whole input through cross-attention): candidates
 are marked by sentinels, the context token comes last, after everything, as the LongLM
@@ -146,6 +150,34 @@ def senpos_wordpiece(
     return out.example(candidates, context, record.label)
 
 
+def clozet_wordpiece_causal(
+    record: ClozeTRecord, tokenize: Tokenize, ids: WordPieceIds, max_length: int = 512
+) -> dict[str, np.ndarray]:
+    """`[CLS] plot0 [unused2] plot1 [unused2] LEFT [unused1] RIGHT [SEP]`, for a causal
+    decoder (GPT-2): `clozet_sentencepiece`'s order with WordPiece markers.
+
+    Candidate k: the `[unused2]` ending plot k; context: the final `[SEP]`, whose state has
+    read both plots and the whole story (`[unused1]` marks the removed sentence's place;
+    a state at `[unused1]` would have read only LEFT). Token types all 0 (GPT-2 has none).
+    Example: story "甲乙<mask>丙", plots "丁", "戊己", label 1 ->
+        [CLS] 丁 [unused2] 戊 己 [unused2] 甲 乙 [unused1] 丙 [SEP]
+        candidate_positions [2, 5], context_position 10, label 1
+    """
+    left, right = _story_parts(record, tokenize, blanks=1)
+    plots = [list(tokenize(plot)) for plot in record.candidates]
+    fixed = 3 + sum(len(plot) + 1 for plot in plots)
+    left, right = trim_story([left, right], _budget(record, max_length, fixed))
+    out = _Builder()
+    out.add([ids.cls])
+    candidates = []
+    for plot in plots:
+        out.add(plot)
+        candidates.append(out.mark(ids.end))
+    out.add([*left, ids.gap, *right])
+    context = out.mark(ids.sep)
+    return out.example(candidates, context, record.label)
+
+
 def clozet_sentencepiece(
     record: ClozeTRecord, tokenize: Tokenize, ids: SentencePieceIds, max_length: int = 512
 ) -> dict[str, np.ndarray]:
@@ -256,12 +288,22 @@ TASKS = {
 }
 AUTHORS_TASK = "lot_clozet_longlm_authors"
 
+# (task, layout kind) -> layout; the kind is the family's vocabulary, "_causal" for a
+# decoder-only family (`cmrcx.models.registry.Family.causal`; `layout_kind`).
 LAYOUTS = {
     ("clozet", "wordpiece"): clozet_wordpiece,
+    ("clozet", "wordpiece_causal"): clozet_wordpiece_causal,
+    ("senpos", "wordpiece_causal"): senpos_wordpiece,  # its context is already last
     ("clozet", "sentencepiece"): clozet_sentencepiece,
     ("senpos", "wordpiece"): senpos_wordpiece,
     ("senpos", "sentencepiece"): senpos_sentencepiece,
 }
+
+
+def layout_kind(vocabulary: str, causal: bool) -> str:
+    """The layout kind of a family's vocabulary ("wordpiece" | "sentencepiece") and
+    causality: SentencePiece layouts are read causally already (T5's decoder states)."""
+    return f"{vocabulary}_causal" if causal and vocabulary == "wordpiece" else vocabulary
 
 
 # --- Trimming and building -----------------------------------------------------------

@@ -13,11 +13,13 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.benchmarks.lot import formats as lot_formats
+from cmrcx.benchmarks.lot import understanding as understanding_layouts
 from cmrcx.common.errors import ConfigError, MissingSplitError
 from cmrcx.common.files import write_atomically
 from cmrcx.common.paths import resolve_path
 from cmrcx.datasets import lot as lot_tfds
 from cmrcx.model_api.candidate_pointer import CandidatePointerModel, LongLMAuthorsClozeModel
+from cmrcx.model_api.causal_lm import CausalLMModel
 from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.models import registry
 from cmrcx.tasks.lot import generation as generation_tasks
@@ -260,8 +262,9 @@ class LotUnderstandingRunTask(RunTask):
     """ClozeT or SenPos with the paper's candidate pointer (section 5.2) for the run's
     model family, or the LongLM authors' ClozeT step (`lot_clozet_longlm_authors`).
 
-    The layout follows the family's vocabulary (WordPiece: BERT; SentencePiece: T5,
-    whose decoder states the pointer reads); `cmrcx.benchmarks.lot.understanding` shows
+    The layout follows the family's vocabulary and causality (WordPiece: BERT; causal
+    WordPiece: GPT-2, the context token last; SentencePiece: T5, whose decoder states the
+    pointer reads); `cmrcx.benchmarks.lot.understanding` shows
     each with an example. Evaluation writes MODEL_DIR/predictions/<task>_<split>.jsonl:
     the split's file line for line, inputs unchanged, the predicted label in the gold
     file's type (`formats.write_predictions`), so the official eval.py and
@@ -272,7 +275,8 @@ class LotUnderstandingRunTask(RunTask):
         self.run, self.name = run, run.task
         self.data_task = lot_understanding.TASKS[run.task]
         family = registry.family_of(run.model)
-        self.layout = family.vocabulary  # "wordpiece" | "sentencepiece"
+        # "wordpiece" | "wordpiece_causal" (GPT-2) | "sentencepiece"
+        self.layout = understanding_layouts.layout_kind(family.vocabulary, family.causal)
         (self.train_task,) = lot_understanding.register(
             run.vocabulary_name,
             run.vocab_file,
@@ -383,9 +387,11 @@ LOT_GENERATION_RUN_TASKS = tuple(generation_tasks.TASKS)  # "lot_plotcom", "lot_
 
 class LotGenerationRunTask(RunTask):
     """PlotCom or OutGen: seq2seq fine-tuning (teacher forcing) in the authors' input
-    format (`cmrcx.tasks.lot.generation`), and at every evaluation a generation for every
-    example of the split, decoded as RunConfig.generation_* say (the paper's top-k 40,
-    temperature 0.7 in the gin files), cleaned as the authors' gen.py cleans it.
+    format (`cmrcx.tasks.lot.generation`), or for a decoder-only family (GPT-2) LM
+    fine-tuning on prompt + continuation with the loss on the continuation
+    (`CausalLMModel`); at every evaluation a generation for every example of the split,
+    decoded as RunConfig.generation_* say (the paper's top-k 40, temperature 0.7 in the
+    gin files), cleaned as the authors' gen.py cleans it.
 
     Registers `<task>_<vocab>` (the SeqIO task: texts, ids, postprocessing, the official
     metrics), `<task>_train_<vocab>` (its examples padded to fixed lengths) and
@@ -396,6 +402,9 @@ class LotGenerationRunTask(RunTask):
     def __init__(self, run):
         self.run, self.name = run, run.task
         self.row = generation_tasks.get_task(run.task)
+        family = registry.family_of(run.model)
+        # A decoder-only family continues its prompt: LM fine-tuning on the target part.
+        self.causal = family.causal_lm is not None
         (self.row_task,) = generation_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
@@ -404,8 +413,10 @@ class LotGenerationRunTask(RunTask):
             target_length=run.target_length,
             tfds_cache_dir=run.tfds_cache_dir,
             drop_last_char_without_eos=run.drop_last_char_without_eos,
+            vocabulary_kind=family.vocabulary,
         )
-        _note_special_id_differences(run, self.row_task)
+        if family.vocabulary == "sentencepiece":
+            _note_special_id_differences(run, self.row_task)
         self.lengths = {"inputs": run.max_length, "targets": run.target_length}
         splits = list(generation_tasks.SPLITS)
         vocabulary_name = run.vocabulary_name
@@ -421,14 +432,28 @@ class LotGenerationRunTask(RunTask):
             run.generation_temperature,
             run.generation_max_new_tokens,
         )
-        self.model = Seq2SeqModel(
-            registry.network(run.model, "seq2seq"),
-            run.max_length,
-            run.target_length,
-            [self.decoding],
-            generation_start_token_id=run.generation_start_token_id,
-            sampling_seed=run.generation_seed,
-        )
+        if self.causal:
+            if run.generation_start_token_id is not None:
+                raise ConfigError(
+                    f"{run.task}: RunConfig.generation_start_token_id is for encoder-decoders; "
+                    f"a {family.name} model continues its input (set it to None)"
+                )
+            self.model = CausalLMModel(
+                registry.network(run.model, "causal_lm"),
+                run.max_length,
+                run.target_length,
+                [self.decoding],
+                sampling_seed=run.generation_seed,
+            )
+        else:
+            self.model = Seq2SeqModel(
+                registry.network(run.model, "seq2seq"),
+                run.max_length,
+                run.target_length,
+                [self.decoding],
+                generation_start_token_id=run.generation_start_token_id,
+                sampling_seed=run.generation_seed,
+            )
 
     def _examples(self, split: str) -> tf.data.Dataset:
         return seqio.get_mixture_or_task(self.row_task).get_dataset(

@@ -24,6 +24,7 @@ SENTENCEPIECE = SentencePieceIds(eos=1, sep=4, mask=6, sentinels=tuple(499 - k f
 WORDPIECE_NAMES = {101: "[CLS]", 102: "[SEP]", 1: "[unused1]", 2: "[unused2]"}
 LAYOUTS = {
     "clozet_wordpiece": (understanding.clozet_wordpiece, WORDPIECE),
+    "clozet_wordpiece_causal": (understanding.clozet_wordpiece_causal, WORDPIECE),
     "clozet_sentencepiece": (understanding.clozet_sentencepiece, SENTENCEPIECE),
     "senpos_wordpiece": (understanding.senpos_wordpiece, WORDPIECE),
     "senpos_sentencepiece": (understanding.senpos_sentencepiece, SENTENCEPIECE),
@@ -49,6 +50,10 @@ EXAMPLES = {
     "clozet_wordpiece": (
         "[CLS] 甲 乙 [unused1]⟨context⟩ 丙 [SEP] 丁 [unused2]⟨0⟩ 戊 己 [unused2]⟨1*⟩ [SEP]",
         [7, 10], 3,
+    ),
+    "clozet_wordpiece_causal": (
+        "[CLS] 丁 [unused2]⟨0⟩ 戊 己 [unused2]⟨1*⟩ 甲 乙 [unused1] 丙 [SEP]⟨context⟩",
+        [2, 5], 10,
     ),
     "senpos_wordpiece": (
         "[CLS] 甲 [unused1]⟨0⟩ 乙 [unused1]⟨1*⟩ 丙 [SEP] 丁 [unused2]⟨context⟩ [SEP]",
@@ -304,3 +309,16 @@ def test_senpos_sentinels_run_out():
     record = SenPosRecord(3, "<mask>".join("甲" * 101), "乙", 0, {})
     with pytest.raises(DataFormatError, match="100 candidate positions, more than the 99"):
         understanding.senpos_sentencepiece(record, tokenize, SENTENCEPIECE, 1024)
+
+
+def test_causal_layouts_put_the_context_last():
+    """A decoder-only family (GPT-2) reads a layout whose context state has read every
+    candidate and the whole story: the context is the last marker."""
+    assert understanding.layout_kind("wordpiece", True) == "wordpiece_causal"
+    assert understanding.layout_kind("sentencepiece", True) == "sentencepiece"
+    assert understanding.layout_kind("wordpiece", False) == "wordpiece"
+    for task, record in (("clozet", CLOZET), ("senpos", SENPOS)):
+        example = understanding.LAYOUTS[task, "wordpiece_causal"](record, tokenize, WORDPIECE)
+        assert example["context_position"] > example["candidate_positions"].max()
+        ids = list(example["input_ids"])
+        assert example["context_position"] >= len(ids) - 2
