@@ -24,9 +24,9 @@ deleted the spaces anyway). A training story C tells a held-out story when
 
 Exact matching after normalisation: it catches the paper's construction (the same story,
 completed), not a paraphrase or a story that was edited. Candidates are found through
-the first `KEY_CHARACTERS` characters of the story (LOT never removes a story's first
-sentence); held-out stories whose blank comes earlier are checked against every
-training record.
+the first `KEY_CHARACTERS` characters of the story, which a held-out record knows up to
+its first blank (LOT never removes a story's first sentence); held-out stories with a
+blank earlier than that are checked against every training record.
 """
 
 from __future__ import annotations
@@ -86,13 +86,11 @@ class HeldOutStory:
     left: str  # one_blank: before the blank; sentence: the story without S; story: it
     right: str = ""  # one_blank: after the blank
     sentence: str = ""  # sentence: the removed sentence S
+    start: str = ""  # sentence: the story before its first gap
 
-    def keys(self) -> list[str]:
-        """Index keys: a training story that tells this one begins with one of them."""
-        starts = [self.left]
-        if self.kind == "sentence":  # S could go in the first gap
-            starts.append(self.sentence + self.left)
-        return [s[:KEY_CHARACTERS] for s in starts]
+    def key(self) -> str:
+        """A training story that tells this one begins with it (may be short)."""
+        return (self.start if self.kind == "sentence" else self.left)[:KEY_CHARACTERS]
 
     def told_by(self, story: str) -> bool:
         """Whether the normalised training story `story` tells this held-out story."""
@@ -121,7 +119,10 @@ def held_out_story(record: Record, split: str) -> HeldOutStory | None:
         return HeldOutStory(task, split, record.line, "one_blank", left, right)
     if isinstance(record, SenPosRecord):
         story, sentence = normalise(record.story), normalise(record.sentence)
-        return HeldOutStory(task, split, record.line, "sentence", story, sentence=sentence)
+        start = normalise(record.story.split(MASK)[0])
+        return HeldOutStory(
+            task, split, record.line, "sentence", story, sentence=sentence, start=start
+        )
     assert isinstance(record, OutGenRecord)
     if record.story is None:
         return None
@@ -136,11 +137,11 @@ class HeldOutStories:
         self._by_key: dict[str, list[HeldOutStory]] = {}
         self._short: list[HeldOutStory] = []  # a key shorter than KEY_CHARACTERS
         for story in self.stories:
-            for key in set(story.keys()):
-                if len(key) < KEY_CHARACTERS:
-                    self._short.append(story)
-                else:
-                    self._by_key.setdefault(key, []).append(story)
+            key = story.key()
+            if len(key) < KEY_CHARACTERS:
+                self._short.append(story)
+            else:
+                self._by_key.setdefault(key, []).append(story)
 
     def told_by(self, story: str) -> HeldOutStory | None:
         """The first held-out story the normalised training story tells, or None."""

@@ -609,7 +609,10 @@ class LotMixtureRunTask(RunTask):
         self.lengths = {"inputs": run.max_length, "targets": run.target_length}
         vocabulary_name = run.vocabulary_name
         self.train_task = longlm_tasks.register_function_task(
-            f"lot_train_{vocabulary_name}", self._train_examples, ["train"], names[0]
+            f"lot_train_{vocabulary_name}",
+            self._train_examples,
+            list(mixture_tasks.SPLITS),
+            names[0],
         )
         self.score_task = longlm_tasks.register_function_task(
             f"lot_score_{vocabulary_name}",
@@ -634,10 +637,12 @@ class LotMixtureRunTask(RunTask):
         )
 
     def _train_examples(self, split: str) -> tf.data.Dataset:
-        """One epoch of the mixture (its rates), padded; the input pipeline shuffles it."""
-        if split != "train":
-            raise ValueError(f"{self.name} trains on 'train' only, not {split!r}")
-        epoch = mixture_tasks.training_epoch(self.run.vocabulary_name, self.run.seed)
+        """One epoch of the mixture (its rates), padded; the input pipeline shuffles it.
+        Another split (`cmrcx.inspect lot --split validation`): each task's examples once."""
+        if split == "train":
+            epoch = mixture_tasks.training_epoch(self.run.vocabulary_name, self.run.seed)
+        else:
+            epoch = self._score_examples(split)
         return epoch.map(
             lambda ex: longlm_tasks.pad_to_lengths(
                 {"inputs": ex["inputs"], "targets": ex["targets"]}, self.lengths
