@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import fractions
 import functools
+import json
 import math
 from collections.abc import Mapping
 
@@ -187,6 +188,8 @@ def training_epoch(vocabulary_name: str, seed: int) -> tf.data.Dataset:
                     lambda ex, c=chosen: tf.reduce_any(tf.equal(ex["example_index"], c))
                 )
             )
+    if not parts:
+        raise ValueError("the lot mixture has no training example left (see the leak guard)")
     epoch = parts[0]
     for part in parts[1:]:
         epoch = epoch.concatenate(part)
@@ -208,8 +211,6 @@ _SIGNATURE = {
 
 def examples(records, vocabulary, max_length: int, target_length: int):
     """One example per record, in order (see the module docstring)."""
-    import json
-
     ids = understanding.SentencePieceIds.from_vocabulary(vocabulary)
     encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
     for index, record in enumerate(records):

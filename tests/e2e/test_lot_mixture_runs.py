@@ -26,7 +26,7 @@ from cmrcx.tasks.lot import generation as generation_tasks
 from cmrcx.tasks.lot import mixture as mixture_tasks
 from cmrcx.tasks.lot.pretraining import Decoding
 from cmrcx.training import input_pipeline, lot_tables, mixture_eval
-from cmrcx.training.run_config import read_run_config
+from cmrcx.training.run_config import RunConfig, read_run_config
 from cmrcx.training.run_tasks import lot as lot_run_tasks
 from cmrcx.training.runner import Runner
 
@@ -198,6 +198,29 @@ def test_mixture_eval_fills_both_tables_from_the_one_run(small_run, capsys):
         runs_root, "test", mixture_eval._find_run, evaluate_run, read_run_config
     )
     assert summary["missing"] == [] and summary["metrics"] == {}
+
+
+def test_without_the_one_run_the_per_task_runs_fill_their_columns(tmp_path, capsys):
+    """No runs_root/lot/: each task's own run, as before; the printout names them."""
+    for task in ("lot_clozet", "lot_senpos"):
+        (tmp_path / task).mkdir()
+        (tmp_path / task / "run_config.json").write_text("{}")
+    scores = {"lot_clozet": {"accuracy": 0.75}, "lot_senpos": {"accuracy": 0.5}}
+
+    def evaluate_run(run, split):
+        return 7, scores[run.task]
+
+    def read_config(run_dir):
+        return RunConfig(task=run_dir.rsplit("/", 1)[1])
+
+    summary = lot_tables.evaluate_lot(
+        str(tmp_path), "validation", mixture_eval._find_run, evaluate_run, read_config
+    )
+    out = capsys.readouterr().out
+    assert f"columns lot_clozet: run lot_clozet ({tmp_path}/lot_clozet, step 7)" in out
+    assert f"columns lot_senpos: run lot_senpos ({tmp_path}/lot_senpos, step 7)" in out
+    assert "missing (no run under runs_root): lot_plotcom, lot_outgen" in out
+    assert summary["tables"]["Table 10"]["cells"] == {"ClozeT": 75.0, "SenPos": 50.0}
 
 
 def test_evaluation_routes_rows_and_chooses_among_the_candidates_present():

@@ -566,7 +566,7 @@ class LotMixtureRunTask(RunTask):
     folder; every train.jsonl is required, val.jsonl and test.jsonl are optional (a split
     evaluates the tasks that have its file). Before training, the leak guard drops every
     training record telling a validation/test story (`cmrcx.benchmarks.lot.leak_guard`;
-    one line printed, the lines dropped in MODEL_DIR/lot_leak_guard.json).
+    one line printed, and when training the lines dropped in MODEL_DIR/lot_leak_guard.json).
 
     Registers `lot_train_<vocab>` (one epoch of the mixture at RunConfig.mixture_rates,
     `mixture.training_epoch`, padded) and `lot_score_<vocab>` (every task's examples of a
@@ -586,8 +586,9 @@ class LotMixtureRunTask(RunTask):
             raise ConfigError(f"{run.task} trains on the train split (every task's train.jsonl)")
         self.data_dirs = {row: os.path.join(run.data_dir, data_task)
                           for row, data_task in mixture_tasks.ROWS.items()}  # fmt: skip
-        report = mixture_tasks.guard_training(self.data_dirs, run.tfds_cache_dir)
-        _announce_guard(report, run.model_dir)
+        self.guard_report = mixture_tasks.guard_training(self.data_dirs, run.tfds_cache_dir)
+        if jax.process_index() == 0:
+            print(self.guard_report.line(), flush=True)
         names = mixture_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
@@ -597,7 +598,7 @@ class LotMixtureRunTask(RunTask):
             target_length=run.target_length,
             tfds_cache_dir=run.tfds_cache_dir,
             drop_last_char_without_eos=run.drop_last_char_without_eos,
-            guard_report=report,
+            guard_report=self.guard_report,
         )
         self.row_tasks = dict(zip(mixture_tasks.ROWS, names, strict=True))
         _note_special_id_differences(run, names[0])
@@ -640,6 +641,7 @@ class LotMixtureRunTask(RunTask):
         """One epoch of the mixture (its rates), padded; the input pipeline shuffles it.
         Another split (`cmrcx.inspect lot --split validation`): each task's examples once."""
         if split == "train":
+            self._write_guard_file()
             epoch = mixture_tasks.training_epoch(self.run.vocabulary_name, self.run.seed)
         else:
             epoch = self._score_examples(split)
@@ -648,6 +650,14 @@ class LotMixtureRunTask(RunTask):
                 {"inputs": ex["inputs"], "targets": ex["targets"]}, self.lengths
             )
         )
+
+    def _write_guard_file(self) -> None:
+        """MODEL_DIR/lot_leak_guard.json: per task, the training lines the guard dropped
+        and the held-out record each tells (written when training reads its data)."""
+        if jax.process_index() == 0:
+            path = os.path.join(self.run.model_dir, LEAK_GUARD_FILE)
+            lines = self.guard_report.dropped_lines()
+            write_atomically(path, json.dumps(lines, indent=1, ensure_ascii=False) + "\n")
 
     def _score_examples(self, split: str) -> tf.data.Dataset:
         """Every task's examples of the split (the tasks that have its file), in file
@@ -738,15 +748,6 @@ class LotMixtureRunTask(RunTask):
 
         summary = lot_tables.summarize(lot_tables.metrics_by_task(results), split)
         return lot_tables.format_tables(summary)
-
-
-def _announce_guard(report, model_dir: str) -> None:
-    """The guard's line, and MODEL_DIR/lot_leak_guard.json with the dropped lines."""
-    if jax.process_index() != 0:
-        return
-    print(report.line(), flush=True)
-    path = os.path.join(model_dir, LEAK_GUARD_FILE)
-    write_atomically(path, json.dumps(report.dropped_lines(), indent=1, ensure_ascii=False))
 
 
 def _check_marker_ids_fit(run, task_name: str) -> None:
