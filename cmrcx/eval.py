@@ -14,8 +14,8 @@ table and writes DIR/clue_<split>_results.json; `--split test` also writes every
 official submission file and DIR/clue_submission.zip. The diagnostics set is predicted
 by the CMNLI run when --diagnostics_dir is given.
 `--mixture=lot` prints LOT's Tables 10 and 11 (ClozeT, SenPos; PlotCom, OutGen) with the
-paper's overall scores for the runs under DIR/lot_<task>/, and writes
-DIR/lot_<split>_results.json.
+paper's overall scores for the one model of the `lot` mixture at DIR/lot/ if there is one,
+else for the runs under DIR/lot_<task>/, and writes DIR/lot_<split>_results.json.
 """
 
 from __future__ import annotations

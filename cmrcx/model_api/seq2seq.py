@@ -12,6 +12,10 @@ and, when the model decodes while scoring (`decodings` given):
   example_index: [batch] the example's number in the split: row i samples with the key
     fold_in(key(sampling_seed), example_index[i]), so its generation does not depend on
     the batch it is in
+and, when the model scores candidate first tokens (`num_candidates` > 0; the `lot`
+mixture's ClozeT and SenPos, `cmrcx.benchmarks.lot.text_to_text`):
+  candidate_ids: [batch, num_candidates] ids whose log-probability as the first target
+    token score_batch returns (padding slots: any id; the caller masks them)
 
 Teacher forcing as transformers' T5ForConditionalGeneration(labels=...): the decoder
 reads [decoder_start_token_id] + targets[:-1] (`cmrcx.models.common.shift_right`) under
@@ -42,6 +46,7 @@ from cmrcx.models.common import shift_right
 
 TOKEN_KEYS = ("inputs", "inputs_mask", "targets", "targets_mask")
 DECODE_KEYS = ("decode_method", "example_index")
+CANDIDATE_KEYS = ("candidate_ids",)
 SAMPLING_SEED = 0  # default seed of the sampling keys: fold_in(key(seed), example_index)
 
 
@@ -56,6 +61,8 @@ class Seq2SeqModel:
     (transformers' `generate(decoder_start_token_id=...)`); None: the config's
     decoder_start_token_id, which teacher forcing always shifts with.
     sampling_seed: the sampling keys' seed (see `example_index` above).
+    num_candidates: > 0: score_batch also returns the log-probability of each
+    `candidate_ids` entry as the first target token (see `score_batch`).
     """
 
     train_keys = (*TOKEN_KEYS, "example_mask")
@@ -69,6 +76,7 @@ class Seq2SeqModel:
         *,
         generation_start_token_id: int | None = None,
         sampling_seed: int = SAMPLING_SEED,
+        num_candidates: int = 0,
     ):
         self.module, self.config = network, network.config
         self.input_length, self.target_length = input_length, target_length
@@ -89,7 +97,14 @@ class Seq2SeqModel:
                 raise ValueError(
                     f"max_new_tokens {method.max_new_tokens}: 1 to target_length {target_length}"
                 )
-        self.score_keys = (*self.train_keys, *(DECODE_KEYS if self.decodings else ()))
+        self.num_candidates = num_candidates
+        self.score_keys = (
+            *self.train_keys,
+            *(DECODE_KEYS if self.decodings else ()),
+            *(CANDIDATE_KEYS if num_candidates else ()),
+        )
+        # score_batch's column of the first candidate's log-probability.
+        self.candidate_column = 1 + (target_length if self.decodings else 0)
 
     def example_batch(self, batch_size: int) -> dict[str, np.ndarray]:
         lengths = {"inputs": self.input_length, "targets": self.target_length}
@@ -138,16 +153,23 @@ class Seq2SeqModel:
     def score_batch(self, params, batch: dict) -> jax.Array:
         """Summed log-likelihood of each row's targets (natural log), float32 [batch].
 
-        With `decodings`: float32 [batch, 1 + target_length], column 0 that
-        log-likelihood, columns 1: the generated ids (pad after EOS; exact in float32)
-        of rows with decode_method >= 0, pad elsewhere.
+        With `decodings` or `num_candidates`: float32 [batch, columns], column 0 that
+        log-likelihood, then with `decodings` target_length columns, the generated ids
+        (pad after EOS; exact in float32) of rows with decode_method >= 0, pad
+        elsewhere; then with `num_candidates` that many columns (from
+        `candidate_column` on), the log-probability of each candidate id as the first
+        target token: the decoder's first step, read from the start token (the one
+        teacher forcing shifts with) and the input, whatever the targets are.
         """
-        log_likelihoods, _ = self._token_log_likelihoods(params, batch)
+        log_likelihoods, logits = self._token_log_likelihoods(params, batch)
         scores = jnp.sum(log_likelihoods * self._target_weights(batch), axis=-1)
-        if not self.decodings:
-            return scores
-        generated = self.generate(params, batch).astype(jnp.float32)
-        return jnp.concatenate([scores[:, None], generated], axis=1)
+        columns = [scores[:, None]]
+        if self.decodings:
+            columns.append(self.generate(params, batch).astype(jnp.float32))
+        if self.num_candidates:
+            first = jax.nn.log_softmax(logits[:, 0, :].astype(jnp.float32), axis=-1)
+            columns.append(jnp.take_along_axis(first, batch["candidate_ids"], axis=1))
+        return scores if len(columns) == 1 else jnp.concatenate(columns, axis=1)
 
     def generate(self, params, batch: dict) -> jax.Array:
         """int32 [batch, target_length]: each row decoded by decodings[decode_method]

@@ -1,12 +1,17 @@
 """`python -m cmrcx.eval --mixture=lot --runs_root=DIR [--split validation|test]`: LOT's
 Tables 10 and 11 for the runs present.
 
-Each task's run is looked for as `DIR/<task>/run_config.json` (as `cmrcx.train` leaves
-it): ClozeT `lot_clozet` (or the authors' variant `lot_clozet_longlm_authors`), SenPos
-`lot_senpos`, PlotCom `lot_plotcom`, OutGen `lot_outgen`. Each run's latest checkpoint
-is evaluated with its own settings (its official prediction file written as a run's
-evaluation writes it), and the tables are printed in the paper's layout, in % as the
-paper prints them:
+One model for all four tasks: if `DIR/lot/run_config.json` exists (a run of the `lot`
+mixture, RunConfig.task "lot", `cmrcx.training.run_tasks.lot.LotMixtureRunTask`), that
+run is evaluated once and fills every column group from its per-task metrics
+(`lot_<task>/<metric>`, `metrics_by_task`), writing each task's official prediction file;
+the per-task runs below are then not looked at. Otherwise each task's run is looked for
+as `DIR/<task>/run_config.json` (as `cmrcx.train` leaves it): ClozeT `lot_clozet` (or the
+authors' variant `lot_clozet_longlm_authors`), SenPos `lot_senpos`, PlotCom
+`lot_plotcom`, OutGen `lot_outgen`. Each run's model (its selected checkpoint, or its
+latest) is evaluated with its own settings (its official prediction file written as a
+run's evaluation writes it). The printout says which run filled which column group, and
+the tables are printed in the paper's layout, in % as the paper prints them:
 
     Table 10  ClozeT  SenPos  Overall
     Table 11  PlotCom B-1 B-2 D-1 D-2  OutGen B-1 B-2 D-1 D-2 Cover Order  Overall
@@ -28,6 +33,8 @@ import os
 from cmrcx.benchmarks.lot import overall, paper
 from cmrcx.common.files import write_atomically
 
+# The run of the `lot` mixture (one model, all four column groups): DIR/lot/.
+MIXTURE_RUN = "lot"
 # Table column group -> the run tasks that can fill it, first found wins.
 RUNS = {
     "lot_clozet": ("lot_clozet", "lot_clozet_longlm_authors"),
@@ -47,6 +54,10 @@ def evaluate_lot(runs_root: str, split: str, find_run, evaluate_run, read_run_co
     find_run, evaluate_run, read_run_config: `cmrcx.training.mixture_eval`'s (the run of a
     task under runs_root, a run's evaluation of a split, its run_config.json).
     """
+    mixture = find_run(runs_root, (MIXTURE_RUN,))
+    if mixture is not None:
+        summary = _evaluate_mixture_run(mixture[1], split, evaluate_run, read_run_config)
+        return _finish(summary, runs_root, split)
     metrics: dict[str, dict[str, float]] = {}
     runs = {}
     missing = []
@@ -63,6 +74,50 @@ def evaluate_lot(runs_root: str, split: str, find_run, evaluate_run, read_run_co
         runs[task] = {"task": name, "run_dir": run_dir, "step": step}
     summary = summarize(metrics, split)
     summary.update({"runs": runs, "missing": missing, "metrics": metrics})
+    return _finish(summary, runs_root, split)
+
+
+def _evaluate_mixture_run(run_dir: str, split: str, evaluate_run, read_run_config) -> dict:
+    """The one run of the `lot` mixture, evaluated once, filling every column group it
+    has metrics (or, for a split without answers, a prediction file) for."""
+    run = dataclasses.replace(read_run_config(run_dir), model_dir=run_dir)
+    print(f"--- {', '.join(RUNS)}: {MIXTURE_RUN}, one model for all four ({run_dir})", flush=True)
+    step, results = evaluate_run(run, split)
+    metrics = metrics_by_task(results)
+    written = {
+        task
+        for task in RUNS
+        if os.path.isfile(os.path.join(run_dir, "predictions", f"{task}_{split}.jsonl"))
+    }
+    filled = [task for task in RUNS if task in metrics or task in written]
+    summary = summarize(metrics, split)
+    summary.update(
+        {
+            "runs": {t: {"task": MIXTURE_RUN, "run_dir": run_dir, "step": step} for t in filled},
+            "missing": [task for task in RUNS if task not in filled],
+            "metrics": metrics,
+            "mixture_run": {"run_dir": run_dir, "step": step, "results": results},
+        }
+    )
+    return summary
+
+
+def metrics_by_task(results: dict[str, float]) -> dict[str, dict[str, float]]:
+    """A mixture run's `lot_<task>/<metric>` results -> {task: {metric: value}} (the
+    overall scores, which have no task, are left out: `summarize` recomputes them).
+
+    >>> metrics_by_task({"lot_clozet/accuracy": 0.5, "understanding-overall": 0.4})
+    {'lot_clozet': {'accuracy': 0.5}}
+    """
+    metrics: dict[str, dict[str, float]] = {}
+    for key, value in results.items():
+        task, _, metric = key.partition("/")
+        if metric and task in RUNS:
+            metrics.setdefault(task, {})[metric] = value
+    return metrics
+
+
+def _finish(summary: dict, runs_root: str, split: str) -> dict:
     path = os.path.join(runs_root, f"lot_{split}_results.json")
     write_atomically(path, json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     print(format_tables(summary))
@@ -112,6 +167,19 @@ def format_tables(summary: dict) -> str:
             "OutGen, the competition organisers' weighted score (their eval.py, fractions): "
             f"{summary['organisers_outgen']:.4f}"
         )
+    for line in _filled_by(summary.get("runs") or {}):
+        lines.append(line)
     if summary.get("missing"):
         lines.append(f"missing (no run under runs_root): {', '.join(summary['missing'])}")
     return "\n".join(lines)
+
+
+def _filled_by(runs: dict) -> list[str]:
+    """`columns lot_clozet, lot_senpos: run lot (DIR/lot, step 40)`, one line per run."""
+    by_run: dict[tuple, list[str]] = {}
+    for task, run in runs.items():
+        by_run.setdefault((run["task"], run["run_dir"], run["step"]), []).append(task)
+    return [
+        f"columns {', '.join(tasks)}: run {name} ({run_dir}, step {step})"
+        for (name, run_dir, step), tasks in by_run.items()
+    ]

@@ -8,7 +8,8 @@ paper's table (Table 2 of the CLUE paper: one row, the average over the tasks pr
 the missing ones named) and writes `DIR/<mixture>_<split>_results.json`. For `test` it
 gathers every task's official submission file under `DIR/submission/` and packs them into
 `DIR/<mixture>_submission.zip`, ready to upload. `--mixture=lot` prints LOT's Tables 10
-and 11 (`cmrcx.training.lot_tables`).
+and 11 (`cmrcx.training.lot_tables`): of the one model of the `lot` mixture at DIR/lot/
+if there is one, else of the per-task runs.
 """
 
 from __future__ import annotations

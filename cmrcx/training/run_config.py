@@ -31,6 +31,9 @@ DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019
 LONGLM_TASKS = ("longlm_pretrain", "longlm_infilling", "longlm_continuation")
 # LOT's generation tasks (cmrcx.tasks.lot.generation.TASKS).
 LOT_GENERATION_TASKS = ("lot_plotcom", "lot_outgen")
+# One model for all four LOT tasks: the SeqIO mixture `lot` (cmrcx.tasks.lot.mixture).
+LOT_MIXTURE_TASK = "lot"
+LOT_MIXTURE_ROWS = ("lot_clozet", "lot_senpos", "lot_plotcom", "lot_outgen")
 RUN_TASKS = (
     "cmrc2019",
     *CLUE_TASKS,
@@ -38,6 +41,7 @@ RUN_TASKS = (
     *LONGLM_TASKS,
     *LOT_UNDERSTANDING_TASKS,
     *LOT_GENERATION_TASKS,
+    LOT_MIXTURE_TASK,
 )
 GENERATION_METHODS = ("greedy", "sample")  # RunConfig.generation_method
 _DATA_HINTS = {
@@ -50,6 +54,11 @@ _DATA_HINTS = {
     "(https://github.com/thu-coai/LOT-LongLM datasets/<task>/; a copy: "
     "https://huggingface.co/datasets/Jiann/LOT)",
 }
+_MIXTURE_DATA_HINT = (
+    "of LOT: the folder holding clozet/, senpos/, plotcom/ and outgen/, each with the task's "
+    "train.jsonl (required), val.jsonl and test.jsonl (https://github.com/thu-coai/LOT-LongLM "
+    "datasets/; a copy: https://huggingface.co/datasets/Jiann/LOT)"
+)
 
 
 @dataclasses.dataclass
@@ -123,6 +132,10 @@ class RunConfig:
     generation_seed: int = 0  # example i samples with fold_in(key(seed), i)
     # gen.py's slip: without "</s>" its clean-up drops the last character (compat only).
     drop_last_char_without_eos: bool = False
+    # The `lot` mixture (task "lot"): {"lot_clozet": r, "lot_senpos": r, "lot_plotcom": r,
+    # "lot_outgen": r}, every task named, 0 leaves one out of training. None: T5's
+    # "proportional", each task's rate its number of training examples.
+    mixture_rates: dict | None = None
 
     def checked(self) -> RunConfig:
         """Paths resolved; ConfigError naming what is missing and how to give it."""
@@ -158,9 +171,10 @@ class RunConfig:
                 )
             run = dataclasses.replace(run, task=registered)
         if run.data_dir is None:
+            hint = _DATA_HINTS.get(run.task.split("_")[0], "")
             raise ConfigError(
                 "DATA_DIR is not set: add --gin.DATA_DIR=\"'DIR'\" with the official files "
-                + _DATA_HINTS.get(run.task.split("_")[0], "")
+                + (_MIXTURE_DATA_HINT if run.task == LOT_MIXTURE_TASK else hint)
             )
         if run.partitioning not in RULE_SETS:
             raise ConfigError(
@@ -175,6 +189,7 @@ class RunConfig:
                 f"RunConfig.decoding {run.decoding!r}: use one of {', '.join(DECODINGS)}"
             )
         _check_generation(run)
+        _check_mixture_rates(run)
         if run.grad_accum_steps < 1 or run.batch_size % run.grad_accum_steps:
             raise ConfigError(
                 f"RunConfig.batch_size {run.batch_size} does not split into "
@@ -233,6 +248,38 @@ def _check_generation(run: RunConfig) -> None:
     for bad, message in problems:
         if bad:
             raise ConfigError(f"RunConfig.{message}")
+
+
+def _check_mixture_rates(run: RunConfig) -> None:
+    """ConfigError for rates that are not a rate >= 0 for each task of the `lot` mixture."""
+    rates = run.mixture_rates
+    if rates is None:
+        return
+    if run.task != LOT_MIXTURE_TASK:
+        raise ConfigError(
+            f"RunConfig.mixture_rates is for the task {LOT_MIXTURE_TASK!r} (the LOT mixture); "
+            f"{run.task} is one task"
+        )
+    try:
+        rates = dict(rates)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"RunConfig.mixture_rates {rates!r}: give a dict, e.g. {{'lot_clozet': 1.0, ...}}"
+        ) from None
+    names = ", ".join(LOT_MIXTURE_ROWS)
+    if set(rates) != set(LOT_MIXTURE_ROWS):
+        raise ConfigError(f"RunConfig.mixture_rates {rates!r}: name each of {names} once")
+    for task, rate in rates.items():
+        if (
+            isinstance(rate, bool)
+            or not isinstance(rate, int | float)
+            or not 0 <= rate < float("inf")
+        ):
+            raise ConfigError(
+                f"RunConfig.mixture_rates[{task!r}] = {rate!r}: use a finite number >= 0"
+            )
+    if not any(rates.values()):
+        raise ConfigError("RunConfig.mixture_rates are all 0: nothing to train on")
 
 
 RUN_CONFIG_FILE = "run_config.json"  # MODEL_DIR/run_config.json: the run that made it
