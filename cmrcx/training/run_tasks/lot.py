@@ -15,9 +15,9 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.benchmarks.lot import formats as lot_formats
-from cmrcx.benchmarks.lot import understanding as understanding_layouts
 from cmrcx.benchmarks.lot import overall as lot_overall
 from cmrcx.benchmarks.lot import paper as lot_paper
+from cmrcx.benchmarks.lot import understanding as understanding_layouts
 from cmrcx.common.errors import ConfigError, MissingSplitError
 from cmrcx.common.files import write_atomically
 from cmrcx.common.paths import resolve_path
