@@ -142,6 +142,7 @@ def test_tiny_run_trains_evaluates_restores_and_submits(tmp_path, tfds_cache):
     assert len(read_submission("clue_afqmc", submission)) == 16
 
 
+@pytest.mark.slow  # default-suite budget (15 min on 2 cores)
 def test_experiment_gin_with_tiny_overlay(tmp_path, tfds_cache):
     run = tiny_run(tmp_path / "x", tfds_cache, experiment="clue_afqmc_roberta_wwm_ext.gin")
     assert run.pretrained is None and run.task == "clue_afqmc"

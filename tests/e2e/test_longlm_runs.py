@@ -177,6 +177,7 @@ def test_tiny_run_trains_evaluates_and_restores(tmp_path):
     assert step == 3 and restored_runner.evaluate(restored, step) == pytest.approx(trained)
 
 
+@pytest.mark.slow  # default-suite budget (15 min on 2 cores)
 def test_tiny_run_with_longlm_layout(tmp_path, capsys):
     """LongLM's spiece.model layout (pad 5, eos 2, unk 0) and a model with those ids:
     trains and evaluates; the corpus's unknown characters (id 0) are real tokens of the
@@ -231,6 +232,7 @@ def test_paper_gin_files(experiment, d_model, layers):
     assert (run.model.d_model, run.model.num_layers) == (d_model, layers)
 
 
+@pytest.mark.slow  # default-suite budget (15 min on 2 cores)
 def test_export_of_a_run_generates_and_loads_in_transformers(tmp_path):
     """`cmrcx.export` of a T5 run: an orbax export `cmrcx.generate` reads (spiece.model
     beside it), and `--format hf` a directory transformers loads with the same logits."""

@@ -70,6 +70,7 @@ def test_layers_differ_only_in_their_input():
     assert not np.allclose(hidden_two, hidden_three)
 
 
+@pytest.mark.slow  # default-suite budget (15 min on 2 cores)
 def test_dropout_draws_a_fresh_mask_per_layer_and_step():
     config = AlbertConfig(**TINY, num_layers=3)
     ids, types, mask = batch()

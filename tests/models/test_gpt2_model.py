@@ -189,6 +189,7 @@ def test_uer_config_ids():
     assert (openai.eos_token_id, openai.pad_token_id) == (50256, 50256)
 
 
+@pytest.mark.slow  # default-suite budget (15 min on 2 cores)
 def test_bf16_remat_and_logical_axes():
     """bf16 compute with remat trains (finite gradients, float32 logits), and every
     parameter's logical axes resolve under the tensor-parallel rules."""

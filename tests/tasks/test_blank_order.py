@@ -124,6 +124,7 @@ def test_perfect_scores_decode_to_the_answers(scoring_examples, data_dir, tmp_pa
         assert scores == {"qac": 100.0, "pac": 100.0, "total": 7, "skip": 0}, mode
 
 
+@pytest.mark.slow  # default-suite budget (15 min on 2 cores)
 def test_train_step_eval_prediction_file_and_score(data_dir, tmp_path) -> None:
     """A real tiny run trains on and evaluates the out-of-order passage; its prediction
     file holds one index per blank and the scorer reads it."""

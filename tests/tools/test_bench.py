@@ -100,6 +100,7 @@ def _check_side(side: dict) -> None:
     assert len(side["step_seconds_per_round"][0]) == 4  # warm-up + timed
 
 
+@pytest.mark.slow  # default-suite budget (15 min on 2 cores)
 def test_train_compares_both_sides():
     report = run_bench("train", *TINY, *TINY_RUN)
     _check_side(report["cmrcx"])

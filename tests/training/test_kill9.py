@@ -182,6 +182,7 @@ def test_kill_9_at_random_moments(tmp_path, capsys):
     assert_same_run(killed_dir, whole_dir)
 
 
+@pytest.mark.slow  # default-suite budget (15 min on 2 cores)
 def test_an_evaluation_cut_short_runs_again_and_metrics_are_rewound(tmp_path):
     """Deterministic: the state a kill during the evaluation of step 4 leaves (checkpoint
     4 whole, later ones absent, its validation line missing, a later line and a line cut

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from cmrcx.benchmarks.windows import XLNET_TYPE_PAD
 from cmrcx.common.paths import package_path
 from cmrcx.tasks.clue import classification as clue_tasks
 from cmrcx.vocab import layouts
@@ -116,7 +117,7 @@ def test_pair_layout_matches_xlnet_tokenizer(vocab, hf_tokenizer):
         real = framed["input_mask"] == 1
         types = np.asarray(want["token_type_ids"])
         np.testing.assert_array_equal(framed["token_type_ids"][real], types[real])
-        assert set(framed["token_type_ids"][~real]) <= {clue_tasks.XLNET_PAD_TYPE}
+        assert set(framed["token_type_ids"][~real]) <= {XLNET_TYPE_PAD}
 
 
 def test_hand_written_layout(vocab):
