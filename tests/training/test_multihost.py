@@ -92,6 +92,7 @@ def metric_lines(model_dir) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
+@pytest.mark.slow  # ~40 s quiet: default-suite budget (15 min on 2 cores)
 def test_two_hosts_train_the_one_host_losses(runs):
     one, two = metric_lines(runs / "one"), metric_lines(runs / "two")
     losses = {
