@@ -1,10 +1,12 @@
-"""What every benchmark's file validation shares: JSON type names, field errors, and the
-files a split reads. (Errors, JSON reading and atomic writes are `cmrcx.common`'s.)"""
+"""What every benchmark's file validation shares: JSON type names, field errors, the
+files a split reads and the lines of a JSON-lines file. (Errors, JSON reading and atomic writes are `cmrcx.common`'s.)"""
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+from cmrcx.common.errors import DataFormatError
 
 
 class FieldError(Exception):
@@ -55,3 +57,25 @@ def versioned_split_files(
     if split not in split_files:
         raise ValueError(f"unknown {dataset} split {split!r}; splits: train, validation, test")
     return split_files[split]
+
+
+def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8") -> list[str]:
+    """The lines of a UTF-8 file, split on "\\n" only (never on U+2028 or U+0085).
+
+    A final newline does not make an extra empty line. ``newline=""`` keeps a "\\r"
+    of CRLF files on its line, where JSON parsing ignores it as whitespace.
+    ``encoding="utf-8-sig"`` also skips a leading byte-order mark.
+    """
+    try:
+        with open(path, encoding=encoding, newline="") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: file not found") from None
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
+    except OSError as e:
+        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines

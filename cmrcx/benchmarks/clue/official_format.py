@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cmrcx.benchmarks.clue.tasks import ClueTask, get_task
-from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
+from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, read_lines
 from cmrcx.common.errors import DataFormatError
 
 
@@ -90,27 +90,6 @@ class ClueSplit:
         if self.skipped_ids:
             text += f", {len(self.skipped_ids):,} skipped (label '-': no majority label)"
         return text
-
-
-def read_lines(path: str | os.PathLike[str]) -> list[str]:
-    """The lines of a UTF-8 file, split on "\\n" only (never on U+2028 or U+0085).
-
-    A final newline does not make an extra empty line. ``newline=""`` keeps a "\\r"
-    of CRLF files on its line, where JSON parsing ignores it as whitespace.
-    """
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise DataFormatError(f"{path}: file not found") from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def parse_object_line(path: str | os.PathLike[str], line_number: int, line: str) -> dict:

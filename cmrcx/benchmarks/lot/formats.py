@@ -47,7 +47,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from cmrcx.benchmarks.records import FieldError, is_json_int, json_type
+from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, read_lines
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.files import write_atomically
 
@@ -255,20 +255,9 @@ def has_gold(record: Record) -> bool:
 
 
 def _read_lines(path: str | os.PathLike[str]) -> list[str]:
-    """The lines of a UTF-8 file (a leading BOM skipped), split on "\\n" only; a final
-    newline makes no extra line, and a CRLF's "\\r" stays for JSON to ignore."""
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise DataFormatError(f"{path}: file not found") from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
+    """The lines of a UTF-8 file (a leading BOM skipped), as `records.read_lines` splits
+    them; DataFormatError for an empty file."""
+    lines = read_lines(path, encoding="utf-8-sig")
     if not lines:
         raise DataFormatError(f"{path}: empty file (one JSON object per line expected)")
     return lines
