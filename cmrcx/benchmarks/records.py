@@ -1,5 +1,6 @@
 """What every benchmark's file validation shares: JSON type names, field errors, the
-files a split reads and the lines of a JSON-lines file. (Errors, JSON reading and atomic writes are `cmrcx.common`'s.)"""
+files a split reads and the lines of a JSON-lines file. (Errors, JSON reading and atomic
+writes are `cmrcx.common`'s.)"""
 
 from __future__ import annotations
 
