@@ -38,8 +38,12 @@ Without --gin_file, a LOT file is decoded with runs/lot_generation.gin (the pape
 GPT-2 (a decoder-only family: a cmrcx export of uer/gpt2-chinese-cluecorpussmall with its
 vocab.txt): the model continues each input. A text line is `[CLS]` + its WordPiece ids
 (BertTokenizer's, cut to max_input_length - 1), as UER-py's scripts/generate_lm.py starts
-a text (`[CLS_TOKEN] + tokenize(line)`, dbiir/UER-py @78db1360);
-a LOT record is the prompt its fine-tuning reads, `[CLS] SOURCE [SEP]`
+a text (`[CLS_TOKEN] + tokenize(line)`, then `src[:seq_length]`; dbiir/UER-py @78db1360)
+and its LM pretraining data frames each line (`[CLS] line [SEP]`: uer/utils/data.py
+`LmDataset`, @0038f1c4; the model card's preprocess.py `--data_processor lm`). The model
+card's `TextGenerationPipeline(model, BertTokenizer)` example feeds the text without
+[CLS] (transformers' text-generation pipeline tokenizes with add_special_tokens=False).
+A LOT record is the prompt its fine-tuning reads, `[CLS] SOURCE [SEP]`
 (`cmrcx.tasks.lot.generation.lm_tokenize_and_trim`); "text" is BertTokenizer's
 `decode(ids, skip_special_tokens=True)` (tokens joined by spaces); decoding stops at the
 export's eos_token_id ([SEP]). GenerationConfig.decoder_start_token_id is unused.

@@ -97,7 +97,7 @@ def _generate(
     def step_fn(state):
         step, last, cache, tokens, lengths, done = state
         logits, cache = model.decode_step(params, last, cache, step, mask)
-        chosen = choose(logits, _step_keys(rng, step)).astype(jnp.int32)
+        chosen = choose(logits, step_keys(rng, step)).astype(jnp.int32)
         chosen = jnp.where(done, model.pad_token_id, chosen)
         tokens = tokens.at[:, step].set(chosen)
         lengths = jnp.where(done, lengths, step + 1)
@@ -107,8 +107,12 @@ def _generate(
     return Decoded(tokens, lengths)
 
 
-def _step_keys(rng, step):
-    """The keys of one step: fold_in(rng, step) for one key; per row for a key per row."""
+def step_keys(rng, step):
+    """The keys `sample` draws step `step` with: fold_in(rng, step) for one key; for a key
+    per row (rng [batch]), fold_in(rng[i], step) for row i. Step t draws
+    jax.random.categorical(key, filtered), i.e. argmax(filtered + jax.random.gumbel(key,
+    filtered.shape)) (jax's Gumbel-max), with filtered the rows' `filter_logits` [batch,
+    vocab] for one key, and each row's [vocab] for a key per row."""
     if rng.ndim == 0:
         return jax.random.fold_in(rng, step)
     return jax.vmap(jax.random.fold_in, in_axes=(0, None))(rng, step)
@@ -157,6 +161,10 @@ def sample(
     rng: one key, and step t draws every row with jax.random.fold_in(rng, t); or a key
     per row (a key array [batch]), and row i draws step t with fold_in(rng[i], t), so a
     row's tokens do not depend on the other rows of its batch. -> `Decoded`.
+
+    Token-identical to transformers' `generate(do_sample=True, temperature=...,
+    top_k=..., top_p=..., max_new_tokens=N)` when its `torch.multinomial` draws the same
+    Gumbel noise (`step_keys`; tests/models/test_gpt2_model.py, left-padded batches).
     """
     run = _jitted(model, max_new_tokens, float(temperature), int(top_k), float(top_p), True)
     return run(params, input_ids, attention_mask, rng)

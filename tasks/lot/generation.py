@@ -148,7 +148,8 @@ def lm_tokenize_and_trim(
     """The texts of `seq2seq_texts` (with `WORDPIECE_SENTINEL`) as a decoder-only LM
     (GPT-2, BERT's vocab.txt) reads them, cmrcx's format (the LOT authors released no
     GPT-2 script): the prompt ``[CLS] SOURCE [SEP]`` (UER-py's scripts/generate_lm.py starts a
-    text with [CLS]), the
+    text with [CLS]; its LM pretraining data, uer/utils/data.py LmDataset, is ``[CLS] line
+    [SEP]``), the
     OutGen source without its final sentinel, PlotCom's blank kept as ``[unused1]``; the
     continuation ``TARGET [SEP]`` (the sentinel prefix dropped; [SEP] is GPT2Config's EOS).
     Each text's first length - 2 (prompt) / length - 1 (target) ids are kept."""

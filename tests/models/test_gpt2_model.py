@@ -1,6 +1,7 @@
 """GPT-2: conversion from transformers' GPT2LMHeadModel (logits to 1e-5 x scale), the KV
 cache against teacher forcing, and greedy / sampling / beam search token-identical to
-transformers' `generate` on a random model with a left-padded batch."""
+transformers' `generate` on a random model with a left-padded batch (sampling: transformers
+drawing cmrcx's Gumbel noise in place of `torch.multinomial`)."""
 
 from __future__ import annotations
 
@@ -150,6 +151,88 @@ def test_greedy_and_top1_sampling_are_token_identical_to_generate(converted):
     sampled = hf_generate(hf, ids, mask, n, do_sample=True, top_k=1, eos_token_id=eos)
     ours = decoding.sample(GPT2DecodeModel(config), params, ids, mask, n, jax.random.key(0), 0.7, 1)
     np.testing.assert_array_equal(ours.tokens, sampled)
+
+
+def cmrcx_noise_multinomial(rng, calls: list):
+    """A stand-in for `torch.multinomial(probs, num_samples=1)` that draws what
+    `decoding.sample(..., rng)` draws: call t (transformers' `_sample` makes one per step,
+    for the whole batch, finished rows included) returns argmax(log probs + g_t), g_t the
+    Gumbel noise of cmrcx's step t (jax.random.categorical(key, x) is argmax(x +
+    gumbel(key, x.shape)): one key for the batch, or a key per row)."""
+
+    def multinomial(probs, num_samples, *args, **kwargs):
+        assert num_samples == 1 and not args and not kwargs
+        keys = decoding.step_keys(rng, len(calls))
+        if keys.ndim == 0:
+            noise = jax.random.gumbel(keys, probs.shape, jnp.float32)
+        else:
+            noise = jax.vmap(lambda key: jax.random.gumbel(key, probs.shape[1:], jnp.float32))(keys)
+        calls.append(probs)
+        return (torch.log(probs) + torch.from_numpy(np.array(noise))).argmax(-1, keepdim=True)
+
+    return multinomial
+
+
+def test_categorical_is_gumbel_max():
+    """What cmrcx_noise_multinomial relies on (jax's `_categorical`, replace=True): one key
+    for the batch, and a key per row under vmap, as `decoding.sample` draws."""
+    x = jax.random.normal(jax.random.key(3), [5, 97]).at[:, 10:].set(-jnp.inf)
+    key = jax.random.key(4)
+    one = jnp.argmax(x + jax.random.gumbel(key, x.shape, jnp.float32), -1)
+    np.testing.assert_array_equal(jax.random.categorical(key, x), one)
+    keys = jax.random.split(key, 5)
+    noise = jax.vmap(lambda k: jax.random.gumbel(k, x.shape[1:], jnp.float32))(keys)
+    per_row = jax.vmap(jax.random.categorical)(keys, x)
+    np.testing.assert_array_equal(per_row, jnp.argmax(x + noise, -1))
+    np.testing.assert_array_equal(per_row[2], jax.random.categorical(keys[2], x[2]))
+
+
+# id -> (sample options, a key per row); one case in the default suite (one compilation
+# each, ~3 s on an idle core), the others in the slow suite.
+SAMPLING = {
+    "top_k40_top_p0.9_t0.7": (dict(temperature=0.7, top_k=40, top_p=0.9), False),
+    "top_k40_t0.7": (dict(temperature=0.7, top_k=40), False),
+    "top_p0.9_row_keys": (dict(top_k=0, top_p=0.9), True),
+}
+
+
+SLOW = pytest.mark.slow  # default-suite budget
+
+
+@pytest.mark.parametrize(
+    "case", [case if i == 0 else pytest.param(case, marks=SLOW) for i, case in enumerate(SAMPLING)]
+)
+def test_sampling_is_token_identical_to_generate(converted, monkeypatch, case):
+    """Sampling with transformers drawing cmrcx's noise: the same tokens, on a left-padded
+    batch of rows of 9, 6, 3 and 9 prompt tokens, some rows ending at EOS early."""
+    hf, config, params, _ = converted
+    options, row_keys = SAMPLING[case]
+    ids, mask = prompts()
+    n = 10
+    rng = jax.random.key(7)
+    if row_keys:
+        rng = jax.random.split(rng, ids.shape[0])
+
+    def hf_sample(eos):
+        calls = []
+        monkeypatch.setattr(torch, "multinomial", cmrcx_noise_multinomial(rng, calls))
+        out = hf_generate(hf, ids, mask, n, do_sample=True, eos_token_id=eos, **options)
+        return out, np.stack([(p > 0).sum(-1).numpy() for p in calls])  # [steps, batch]
+
+    # The EOS: a token row 0 samples mid-way (none of the vocabulary ends a row here).
+    free, support = hf_sample(ODD["vocab_size"] + 5)
+    assert len(support) == n and support.max() > 1  # real draws, one call per step
+    if options.get("top_p", 1.0) < 1.0:  # top-p cuts below top-k (or the vocabulary)
+        assert support.min() < (options["top_k"] or ODD["vocab_size"]), support
+    eos = int(next(t for t in free[0, 3:] if t != PAD))
+    want, support = hf_sample(eos)
+    ended = (want == eos).any(1)
+    assert ended[0] and len(support) == max(np.where(ended, (want == eos).argmax(1) + 1, n))
+    assert len(set(np.where(ended, (want == eos).argmax(1), -1))) > 1, want  # rows end apart
+    config = dataclasses.replace(config, eos_token_id=eos, pad_token_id=PAD)
+    got = decoding.sample(GPT2DecodeModel(config), params, ids, mask, n, rng, **options)
+    np.testing.assert_array_equal(got.tokens, want)
+    np.testing.assert_array_equal(got.lengths, np.where(ended, (want == eos).argmax(1) + 1, n))
 
 
 @pytest.mark.parametrize("length_penalty, early_stopping", [(1.0, False), (0.6, True)])
