@@ -3,7 +3,8 @@ row printed under the runs' row by `cmrcx.eval --mixture` (issue 21: ALBERT-tiny
 ALBERT-xxlarge, XLNet-mid, GPT2-base among them). The runs are written in the layout the
 table reader expects (RUNS_ROOT/<task>/run_config.json, from the gin file with
 local_tiny.gin after it); their evaluation is replaced by fixed metrics, so no model runs
-here (tests/e2e/test_family_tables.py runs real tiny ones)."""
+here. Real tiny runs through the scripts (slow): tests/e2e/test_xlnet_runs.py (XLNet-mid),
+test_clue_albert_runs.py (ALBERT-tiny), test_reproduce_lot.py (GPT2-base)."""
 
 import json
 import re
