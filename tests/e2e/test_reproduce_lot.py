@@ -47,7 +47,7 @@ def test_reproduce_lot_prints_table_10_for_the_runs_and_the_published_row(tmp_pa
     assert lines[start + 1].split() == ["70.75", "40.13", "51.36"]
 
 
-@pytest.mark.slow  # trains ClozeT through the script: ~1 minute
+@pytest.mark.slow  # trains ClozeT through the script: 1-2 minutes
 def test_reproduce_lot_runs_gpt2_and_prints_its_published_row(tmp_path):
     data = tmp_path / "lot"
     shutil.copytree(package_path("data/lot_sample/clozet"), data / "clozet")
