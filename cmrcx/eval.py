@@ -10,12 +10,14 @@ task's `test` split also MODEL_DIR/submission/<official file name>.
 A mixture: `python -m cmrcx.eval --mixture=clue --runs_root=DIR [--split validation|test]
 [--diagnostics_dir DIR]` evaluates every task that has a run under DIR/<task>/ (as
 `cmrcx.train` leaves it; its selected checkpoint, or the latest), prints the paper's
-table and writes DIR/clue_<split>_results.json; `--split test` also writes every
+table (Table 2's row, and under it the published row of the model the runs name,
+RunConfig.paper_model) and writes DIR/clue_<split>_results.json; `--split test` also writes every
 official submission file and DIR/clue_submission.zip. The diagnostics set is predicted
 by the CMNLI run when --diagnostics_dir is given.
 `--mixture=lot` prints LOT's Tables 10 and 11 (ClozeT, SenPos; PlotCom, OutGen) with the
 paper's overall scores for the one model of the `lot` mixture at DIR/lot/ if there is one,
-else for the runs under DIR/lot_<task>/, and writes DIR/lot_<split>_results.json.
+else for the runs under DIR/lot_<task>/ (each table's published row of the runs' model
+under theirs), and writes DIR/lot_<split>_results.json.
 """
 
 from __future__ import annotations

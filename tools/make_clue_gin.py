@@ -154,6 +154,7 @@ include 'partitioning/data.gin'
 
 RunConfig.task = "{task}"
 RunConfig.vocabulary_name = "{vocabulary_name}"
+RunConfig.paper_model = "{paper_name}"  # cmrcx.eval --mixture=clue prints its Table 2 row
 RunConfig.require_pretrained = True
 # {cell}: batch {batch}, max length {length}, {epochs} epochs, learning rate {lr}.
 RunConfig.batch_size = {batch}

@@ -20,9 +20,11 @@
 # CMRC 2018, ChID 1.1, C3 1.1, CMNLI),
 # then `cmrcx.eval --mixture=clue`: the dev row (RUNS_ROOT/clue_validation_results.json)
 # and the test predictions (RUNS_ROOT/clue_submission.zip, for the CLUE leaderboard).
-# Prints the paper's published row for MODEL last, for comparison.
+# Under each row the table prints the paper's published Table 2 row for MODEL (its gin
+# files' RunConfig.paper_model), for comparison.
+# DRY_RUN=1 prints the commands (one line each; skipped tasks on stderr) and runs none.
 set -euo pipefail
-if [ $# -lt 4 ]; then sed -n '2,23p' "$0"; exit 2; fi
+if [ $# -lt 4 ]; then sed -n '2,25p' "$0"; exit 2; fi
 MODEL=$1; DATA_ROOT=$(realpath "$2"); PRETRAINED=$(realpath -m "$3")
 RUNS_ROOT=$(realpath -m "$4"); shift 4
 PYTHON=${PYTHON:-python}
@@ -31,8 +33,15 @@ TASKS="clue_tnews11 clue_iflytek clue_cluewsc11 clue_afqmc clue_csl clue_ocnli c
   clue_chid11 clue_c311 clue_cmnli"
 GIN_DIR=$(dirname "$(realpath "$0")")/../gin_configs/clue
 if [ ! -f "$GIN_DIR/clue_afqmc_$MODEL.gin" ]; then
-  echo "unknown MODEL $MODEL: no gin_configs/clue/clue_afqmc_$MODEL.gin" >&2; exit 2
+  known=$(cd "$GIN_DIR" && ls clue_afqmc_*.gin | sed 's/^clue_afqmc_//; s/[.]gin$//' | paste -sd ' ')
+  echo "unknown MODEL $MODEL: no gin_configs/clue/clue_afqmc_$MODEL.gin; known: $known" >&2
+  exit 2
 fi
+# One command: printed (DRY_RUN=1) or run.
+step() {
+  if [ -z "${DRY_RUN:-}" ]; then "$@"; return; fi
+  local line; line=$(printf '%q ' "$@"); echo "${line% }"
+}
 # The official folder name of each task (and of the diagnostics set) from the task table.
 declare -A PUBLIC_DIR
 while read -r task dir; do PUBLIC_DIR[$task]=$dir; done < <(
@@ -40,44 +49,26 @@ while read -r task dir; do PUBLIC_DIR[$task]=$dir; done < <(
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as MRC_TASKS
 for row in (*TASKS.values(), *MRC_TASKS.values()): print(row.name, row.public_dir)')
 
-mkdir -p "$RUNS_ROOT"
+[ -n "${DRY_RUN:-}" ] || mkdir -p "$RUNS_ROOT"
 trained=0
 for task in $TASKS; do
   data="$DATA_ROOT/${PUBLIC_DIR[$task]}"
   if [ ! -d "$data" ]; then echo "skip $task: no $data" >&2; continue; fi
   run="$RUNS_ROOT/$task"
+  train=("$PYTHON" -m cmrcx.train --gin_file="${task}_$MODEL.gin" --gin.MODEL_DIR="'$run'"
+    --gin.DATA_DIR="'$data'" --gin.PRETRAINED="'$PRETRAINED'" "$@")
+  trained=$((trained + 1))
+  if [ -n "${DRY_RUN:-}" ]; then step "${train[@]}"; continue; fi
   mkdir -p "$run"
   echo "=== train $task ($MODEL) -> $run" >&2
-  "$PYTHON" -m cmrcx.train --gin_file="${task}_$MODEL.gin" --gin.MODEL_DIR="'$run'" \
-    --gin.DATA_DIR="'$data'" --gin.PRETRAINED="'$PRETRAINED'" "$@" \
-    | tail -n 1 > "$run/dev_metrics.json"
-  trained=$((trained + 1))
+  "${train[@]}" | tail -n 1 > "$run/dev_metrics.json"
 done
 if [ "$trained" -eq 0 ]; then echo "no task folder found under $DATA_ROOT" >&2; exit 1; fi
 
-"$PYTHON" -m cmrcx.eval --mixture=clue --runs_root="$RUNS_ROOT" --split validation
+step "$PYTHON" -m cmrcx.eval --mixture=clue --runs_root="$RUNS_ROOT" --split validation
 # The diagnostics set is only predicted (by the CMNLI run) for the test submission.
 diagnostics=()
 if [ -d "$DATA_ROOT/${PUBLIC_DIR[clue_diagnostics]}" ]; then
   diagnostics=(--diagnostics_dir "$DATA_ROOT/${PUBLIC_DIR[clue_diagnostics]}")
 fi
-"$PYTHON" -m cmrcx.eval --mixture=clue --runs_root="$RUNS_ROOT" --split test "${diagnostics[@]}"
-
-# Published: Table 2 of Xu et al., COLING 2020 (shared/papers/
-# clue_xu_et_al_coling2020.md; cmrcx.benchmarks.clue.paper.TABLE_2), test accuracy (EM for
-# CMRC). The paper's Avg is over all nine tasks; Avg6 (over the six classification tasks)
-# is computed here.
-"$PYTHON" - "$MODEL" <<'PY'
-import sys
-
-from cmrcx.benchmarks.clue.paper import CLUE_TABLE_2, TABLE_2, TABLE_7_MODELS
-
-name = TABLE_7_MODELS[sys.argv[1]]
-values = TABLE_2[name]
-columns = ("Avg", *(column for column, _ in CLUE_TABLE_2), "Avg6")
-cells = [f"{v:.2f}" for v in (*values, sum(values[1:7]) / 6)]
-widths = [max(len(c), len(v)) for c, v in zip(columns, cells)]
-print(f"paper Table 2 (test), {name}")
-print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
-print("  ".join(v.rjust(w) for v, w in zip(cells, widths)))
-PY
+step "$PYTHON" -m cmrcx.eval --mixture=clue --runs_root="$RUNS_ROOT" --split test "${diagnostics[@]}"

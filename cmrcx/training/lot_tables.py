@@ -18,8 +18,10 @@ the tables are printed in the paper's layout, in % as the paper prints them:
 
 with the paper's overall score of each table (`cmrcx.benchmarks.lot.overall`: weights
 from the human and BERT-base / GPT2-base rows of the split) when all of its columns are
-present, and, for OutGen, the competition organisers' weighted score (their eval.py's
-加权总得分; fractions, LongLM-small baseline). Table 11's D-n are word-level
+present; under each table's row, in its columns, the published row (same split) of each
+model its runs name (RunConfig.paper_model: "GPT2-base", "LongLM-small"); and, for
+OutGen, the competition organisers' weighted score (their eval.py's 加权总得分; fractions,
+LongLM-small baseline). Table 11's D-n are word-level
 (`word-distinct-n`), as the paper's are; the public eval.py's character-level
 `distinct-n` is in the results JSON. `DIR/lot_<split>_results.json` gets every metric.
 """
@@ -72,6 +74,7 @@ def evaluate_lot(runs_root: str, split: str, find_run, evaluate_run, read_run_co
         step, results = evaluate_run(run, split)
         metrics[task] = results
         runs[task] = {"task": name, "run_dir": run_dir, "step": step}
+        runs[task]["paper_model"] = run.paper_model
     summary = summarize(metrics, split)
     summary.update({"runs": runs, "missing": missing, "metrics": metrics})
     return _finish(summary, runs_root, split)
@@ -93,7 +96,15 @@ def _evaluate_mixture_run(run_dir: str, split: str, evaluate_run, read_run_confi
     summary = summarize(metrics, split)
     summary.update(
         {
-            "runs": {t: {"task": MIXTURE_RUN, "run_dir": run_dir, "step": step} for t in filled},
+            "runs": {
+                t: {
+                    "task": MIXTURE_RUN,
+                    "run_dir": run_dir,
+                    "step": step,
+                    "paper_model": run.paper_model,
+                }
+                for t in filled
+            },
             "missing": [task for task in RUNS if task not in filled],
             "metrics": metrics,
             "mixture_run": {"run_dir": run_dir, "step": step, "results": results},
@@ -148,18 +159,37 @@ def summarize(metrics: dict[str, dict[str, float]], split: str) -> dict:
 
 
 def format_tables(summary: dict) -> str:
-    """Tables 10 and 11 in the paper's layout; '-' where a run is missing."""
-    lines = [f"lot {summary['split']}"]
+    """Tables 10 and 11 in the paper's layout; '-' where a run is missing. Under a table's
+    row, the published row of each model its runs name (RunConfig.paper_model):
+
+        Table 10
+        ClozeT  SenPos  Overall
+         51.00   33.00        -
+        published, Table 10 GPT2-base validation
+         70.07   37.78    49.62
+    """
+    split = summary["split"]
+    lines = [f"lot {split}"]
     for title, table in summary["tables"].items():
         columns = [*table["columns"], "Overall"]
         values = [*(table["cells"][c] for c in table["columns"]), table["overall"]]
         if all(v is None for v in values):
             continue
-        cells = ["-" if v is None else f"{v:.2f}" for v in values]
-        widths = [max(len(c), len(v)) for c, v in zip(columns, cells, strict=True)]
-        lines.append(title)
-        lines.append("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
-        lines.append("  ".join(v.rjust(w) for v, w in zip(cells, widths, strict=True)))
+        rows = [_cells(values)]
+        titles = []
+        for model in _paper_models(summary.get("runs") or {}, title):
+            try:
+                published = paper.row(_PUBLISHED[title], split, model)
+            except KeyError:
+                titles.append(f"published, {title} has no row {model!r} on {split}")
+                rows.append(None)
+                continue
+            titles.append(f"published, {title} {model} {split}")
+            rows.append(_cells([*published.scores, published.overall]))
+        widths = [max(len(c), *(len(r[i]) for r in rows if r)) for i, c in enumerate(columns)]
+        lines += [title, _line(columns, widths), _line(rows[0], widths)]
+        for name, row in zip(titles, rows[1:], strict=True):
+            lines += [name] + ([_line(row, widths)] if row else [])
         if table["overall"] is None:
             lines.append("Overall: needs every column of the table (the paper's weights)")
     if summary.get("organisers_outgen") is not None:
@@ -172,6 +202,25 @@ def format_tables(summary: dict) -> str:
     if summary.get("missing"):
         lines.append(f"missing (no run under runs_root): {', '.join(summary['missing'])}")
     return "\n".join(lines)
+
+
+_PUBLISHED = {"Table 10": paper.TABLE_10, "Table 11": paper.TABLE_11}
+
+
+def _paper_models(runs: dict, title: str) -> list[str]:
+    """The models (RunConfig.paper_model) of the runs that fill the table `title`."""
+    columns = next(columns for name, columns, _ in _TABLES if name == title)
+    tasks = {task for _, task, _ in columns}
+    models = (runs[task].get("paper_model") for task in runs if task in tasks)
+    return list(dict.fromkeys(m for m in models if m))
+
+
+def _cells(values) -> list[str]:
+    return ["-" if v is None else f"{v:.2f}" for v in values]
+
+
+def _line(cells, widths) -> str:
+    return "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
 
 
 def _filled_by(runs: dict) -> list[str]:

@@ -5,7 +5,8 @@
 evaluates each run's model with that run's own settings (its selected checkpoint if it
 selects by a validation metric, RunConfig.select_best; else its latest), prints the
 paper's table (Table 2 of the CLUE paper: one row, the average over the tasks present,
-the missing ones named) and writes `DIR/<mixture>_<split>_results.json`. For `test` it
+the missing ones named; under it the published Table 2 row of each model the runs name,
+RunConfig.paper_model) and writes `DIR/<mixture>_<split>_results.json`. For `test` it
 gathers every task's official submission file under `DIR/submission/` and packs them into
 `DIR/<mixture>_submission.zip`, ready to upload. `--mixture=lot` prints LOT's Tables 10
 and 11 (`cmrcx.training.lot_tables`): of the one model of the `lot` mixture at DIR/lot/
@@ -21,7 +22,7 @@ import os
 import shutil
 import zipfile
 
-from cmrcx.benchmarks.clue.paper import CLUE_EXTRA, CLUE_TABLE_2, METRICS
+from cmrcx.benchmarks.clue.paper import CLUE_EXTRA, CLUE_TABLE_2, METRICS, TABLE_2
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.common import errors
@@ -46,6 +47,7 @@ class TaskResult:
     step: int
     metrics: dict[str, float]
     submission: str | None  # the official file written (test split)
+    paper_model: str | None = None  # the run's RunConfig.paper_model ("XLNet-mid")
 
 
 def _find_run(runs_root: str, tasks: tuple[str, ...]) -> tuple[str, str] | None:
@@ -96,12 +98,14 @@ def evaluate_mixture(
         run = dataclasses.replace(run_config.read_run_config(run_dir), model_dir=run_dir)
         print(f"--- {column}: {task} ({run_dir})", flush=True)
         step, metrics = _evaluate_run(run, split)
-        results.append(TaskResult(column, task, step, metrics, _submission_file(run)))
+        submission = _submission_file(run)
+        results.append(TaskResult(column, task, step, metrics, submission, run.paper_model))
         if task == "clue_cmnli" and split == "test" and diagnostics_dir:
             # CLUE prescribes the diagnostics set be predicted by the CMNLI model.
             run = dataclasses.replace(run, task="clue_diagnostics", data_dir=diagnostics_dir)
             step, metrics = _evaluate_run(run, "test")
-            results.append(TaskResult("diagnostics", run.task, step, {}, _submission_file(run)))
+            submission = _submission_file(run)
+            results.append(TaskResult("diagnostics", run.task, step, {}, submission))
     summary = _summary(mixture, split, columns, results, missing)
     if split == "test":
         summary["submission_zip"] = _pack_submission(mixture, runs_root, results)
@@ -133,24 +137,64 @@ def _summary(mixture, split, columns, results: list[TaskResult], missing) -> dic
 
 
 def format_table(summary: dict) -> str:
-    """Table 2's layout: one row, Avg then each task; '-' where there is no score."""
+    """Table 2's layout: one row, Avg then each task; '-' where there is no score. Under
+    it, in the same columns, the published Table 2 row (test) of each model the runs name
+    (RunConfig.paper_model), each after a line naming it:
+
+        clue validation
+          Avg  TNEWS  ...     C3  CMNLI
+        31.25  28.00  ...  25.00  33.33
+        paper Table 2 (test), XLNet-mid
+        68.58  56.24  ...  67.68      -
+    """
     columns = ["Avg", *summary["columns"]]
     extra = [r["column"] for r in summary["runs"] if r["column"] not in summary["columns"]]
     values = [summary["average"], *(summary["scores"].get(c) for c in summary["columns"])]
     values += [summary["scores"].get(c) for c in extra]
     columns += extra
-    cells = ["-" if v is None else f"{v:.2f}" for v in values]
-    widths = [max(len(c), len(v)) for c, v in zip(columns, cells, strict=True)]
-    lines = [
-        f"{summary['mixture']} {summary['split']}",
-        "  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)),
-        "  ".join(v.rjust(w) for v, w in zip(cells, widths, strict=True)),
-    ]
+    rows = [_cells(values)]
+    titles = []
+    for model in paper_models(summary):
+        if model in TABLE_2:
+            titles.append(f"paper Table 2 (test), {model}")
+            rows.append(_cells(paper_row(model, summary["columns"], columns)))
+        else:
+            titles.append(f"paper Table 2 has no row {model!r} (RunConfig.paper_model)")
+            rows.append(None)
+    widths = [max(len(c), *(len(r[i]) for r in rows if r)) for i, c in enumerate(columns)]
+    lines = [f"{summary['mixture']} {summary['split']}", _line(columns, widths)]
+    lines.append(_line(rows[0], widths))
+    for title, row in zip(titles, rows[1:], strict=True):
+        lines += [title] + ([_line(row, widths)] if row else [])
     if summary["averaged_over"] and summary["missing"]:
         lines.append(f"Avg over {len(summary['averaged_over'])} of {len(summary['columns'])} tasks")
     if summary["missing"]:
         lines.append(f"missing (no run under runs_root): {', '.join(summary['missing'])}")
     return "\n".join(lines)
+
+
+def paper_models(summary: dict) -> list[str]:
+    """The models the summary's runs name (RunConfig.paper_model), in the runs' order."""
+    models = (run.get("paper_model") for run in summary["runs"])
+    return list(dict.fromkeys(m for m in models if m))
+
+
+def paper_row(model: str, averaged: list[str], columns: list[str]) -> list[float | None]:
+    """The model's published Table 2 cells in `columns` ("Avg", then task columns; None
+    where Table 2 has none, e.g. CMNLI). Avg is the paper's over all nine tasks when
+    `averaged` is Table 2's nine columns, else the mean of the published cells averaged."""
+    published = dict(zip((c for c, _ in CLUE_TABLE_2), TABLE_2[model][1:], strict=True))
+    nine = list(averaged) == [c for c, _ in CLUE_TABLE_2]
+    average = TABLE_2[model][0] if nine else sum(published[c] for c in averaged) / len(averaged)
+    return [average if c == "Avg" else published.get(c) for c in columns]
+
+
+def _cells(values) -> list[str]:
+    return ["-" if v is None else f"{v:.2f}" for v in values]
+
+
+def _line(cells, widths) -> str:
+    return "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
 
 
 def _pack_submission(mixture: str, runs_root: str, results: list[TaskResult]) -> str:

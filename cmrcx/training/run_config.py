@@ -73,6 +73,9 @@ class RunConfig:
     lower_case: bool = True  # lower-case + strip accents (False for cased vocabularies)
     pretrained: str | None = None  # cmrcx export dir with encoder weights; None: random
     require_pretrained: bool = False  # paper configs: refuse to start from random weights
+    # The model as the paper's result table names it (CLUE Table 2 "XLNet-mid", LOT Tables
+    # 10/11 "GPT2-base"): `cmrcx.eval --mixture` prints its published row beside the run's.
+    paper_model: str | None = None
     # The network's config: any registered family's (cmrcx.models.registry), BERT by default.
     model: BertConfig = dataclasses.field(default_factory=BertConfig)
     max_length: int = 512  # tokens per example / window (CMRC 2019 paper: 512)

@@ -37,7 +37,7 @@ def test_table_10_gin_files(task, model, repo_root):
     name = f"lot_{task}_{model}.gin"
     launch.parse_gin([name], [])
     run = launch.gin_run_config()
-    assert run.task == f"lot_{task}"
+    assert run.task == f"lot_{task}" and run.paper_model == MODELS[model]  # its published row
     assert (run.batch_size, run.max_length, run.learning_rate) == (12, 512, 3e-5)
     assert type(run.model).__name__ == FAMILY.get(model, "T5Config" if "longlm" in model
                                                    else "BertConfig")  # fmt: skip

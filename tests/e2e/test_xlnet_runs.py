@@ -1,6 +1,7 @@
 """The XLNet family through the generic CLUE path: Table 7's XLNet-mid gin files, and
 local_tiny.gin after one of them making a CPU smoke run of a tiny XLNet (the bundled
-XLNet-layout SentencePiece model): train, evaluate, restore."""
+XLNet-layout SentencePiece model): train, evaluate, restore; ChID through the official
+files and `cmrcx.score`."""
 
 import json
 import os
@@ -12,6 +13,8 @@ import gin
 import pytest
 from support import REPO_ROOT
 
+from cmrcx import score
+from cmrcx.benchmarks.clue import chid, chid_decoding
 from cmrcx.cli import launch
 from cmrcx.common.paths import package_path
 from cmrcx.models.xlnet import XLNetConfig
@@ -86,6 +89,40 @@ def test_smoke_run_of_xlnet_reading_comprehension(tmp_path, experiment, folder, 
         )
         answers = json.loads(predictions.read_text())
         assert all(answers[q.qid] in q.context for q in questions)
+
+
+CHID = package_path("data/clue_mrc_sample/chid_public")
+
+
+def test_xlnet_chid_run_reads_the_xlnet_layout(tmp_path):
+    """The fast check of the ChID run below (tests/benchmarks/clue/test_xlnet_mrc_features.py
+    checks the features): the Table 7 gin, local_tiny.gin and the XLNet input layout."""
+    run = _tiny_run(tmp_path, "clue_chid11_xlnet_mid.gin", CHID)
+    assert (run.task, run.vocabulary_name, run.model.d_model) == ("clue_chid11", "xlnet_mid", 32)
+    assert build_run_task(run).input_layout == "xlnet"
+
+
+@pytest.mark.slow  # 45 s to 2 min on 2 cores (train with evaluations, then the test split)
+def test_xlnet_chid_run_writes_the_official_files_that_cmrcx_score_reads(tmp_path, capsys):
+    """ChID 1.1 with a tiny XLNet: train (selecting by validation accuracy), evaluate, write
+    the official {tag: index} files; `cmrcx.score chid` on the written validation file
+    gives the run's accuracy; the test split's submission names every blank of test1.1."""
+    run = _tiny_run(tmp_path, "clue_chid11_xlnet_mid.gin", CHID)
+    runner = Runner(run)
+    state, losses = runner.train()
+    assert [step for step, _ in losses] == [1, 2]
+    results = runner.evaluate(state, 2)
+    assert set(results) == {"accuracy", "accuracy_assignment"}
+    name = runner.task.train_task
+    written = tmp_path / "run" / "predictions" / f"{name}_validation.json"
+    capsys.readouterr()
+    assert score.main(["chid", f"{CHID}/dev_answer.json", str(written)]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    assert scored["accuracy"] == pytest.approx(results["accuracy"]) and scored["total"] == 10
+    assert runner.evaluate(state, 2, "test") == {}
+    submission = tmp_path / "run" / "submission" / "chid11_predict.json"
+    test = chid.read_split(CHID, "test")
+    assert set(chid_decoding.read_submission(submission, test)) == {b.tag for b in test.blanks}
 
 
 @pytest.mark.slow  # ~40 s on 2 cores
