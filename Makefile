@@ -37,11 +37,13 @@ demo: $(STAMP)
 	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc  CLUE CMRC 2018: $(DEMO_DIR)/clue_cmrc2018"
 	@echo "LOT OutGen: $(DEMO_DIR)/lot_outgen"
 
+# Two worker processes (pytest-xdist), one per core of the CI machine; a test file stays
+# on one worker, so its module fixtures are built once.
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check cmrcx tasks tests tools
