@@ -9,6 +9,7 @@ lengths, blanks per line) are chosen to look like the real files, not measured.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -45,8 +46,7 @@ class Text:
     """Clauses and passages of word salad, a pure function of the seed."""
 
     def __init__(self, seed: int, pool: int = 20_000):
-        vocab = harness.REPO_ROOT / "cmrcx" / "data" / "tiny_vocab.txt"
-        sampler = corpus.WordSampler(corpus.vocab_chars(vocab), corpus.jieba_dict_path())
+        sampler = _sampler()
         self.rng = np.random.default_rng(seed)
         self.clauses = [sampler.clause(self.rng, int(n)) for n in self.rng.integers(4, 16, pool)]
         self.chars = sorted({c for clause in self.clauses[:2000] for c in clause})
@@ -64,6 +64,12 @@ class Text:
         return "".join(self.chars[int(i)] for i in self.rng.integers(len(self.chars), size=n))
 
 
+@functools.lru_cache(maxsize=1)
+def _sampler() -> corpus.WordSampler:
+    vocab = harness.REPO_ROOT / "cmrcx" / "data" / "tiny_vocab.txt"
+    return corpus.WordSampler(corpus.vocab_chars(vocab), corpus.jieba_dict_path())
+
+
 def count(task: str, split: str, scale: float) -> int:
     official = SIZES[task][0 if split == "train" else 1]
     return max(4, round(official * scale))
@@ -76,7 +82,7 @@ def write(task: str, out_dir: str, scale: float, seed: int = 0) -> str:
         for offset, split in enumerate(("train", "validation")):
             corpus.write_corpus(out_dir, count(task, split, scale), seed + offset, split)
         return out_dir
-    text = Text(seed)
+    text = Text(seed, pool=20_000 if scale >= 0.01 else 1_000)
     writer = {
         "clue_chid11": _chid,
         "clue_cmnli": _cmnli,
