@@ -17,6 +17,7 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 
 import jax
 import jax.numpy as jnp
@@ -438,7 +439,8 @@ class Runner:
             scores = self.trainer.score(state.params, device_batch)
             real = len(host_batch[self.model.score_keys[0]])  # the rows that are not padding
             evaluation.add(scores[:real], host_batch)
-        results = evaluation.finish(self.run.model_dir)
+        with _said_if_slow(f"eval {split}: decoding and writing the predictions"):
+            results = evaluation.finish(self.run.model_dir)
         if results and record:
             self.writer.write(step, split, results)
         return results
@@ -496,6 +498,24 @@ def _first_nonfinite(flags, metrics, step: int):
         jnp.where(new, bad_loss.astype(jnp.int32), loss_flag),
         jnp.where(new, bad_grad.astype(jnp.int32), grad_flag),
     )
+
+
+@contextlib.contextmanager
+def _said_if_slow(what: str, after: float = 10.0):
+    """A phase with no progress bar of its own: `what ...` is printed if it is still
+    running `after` seconds in, and its time when it ends (process 0): no silent wait."""
+    timer = threading.Timer(after, lambda: print(f"{what} ...", flush=True))
+    timer.daemon = True
+    start = time.perf_counter()
+    if jax.process_index() == 0:
+        timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        seconds = time.perf_counter() - start
+        if seconds >= after and jax.process_index() == 0:
+            print(f"{what}: {seconds:.0f} s", flush=True)
 
 
 _SIGTERM = threading.Event()
