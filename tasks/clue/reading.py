@@ -218,12 +218,16 @@ def choice_examples(
         features = c3.xlnet_question_features
     else:
         ids, features = c3.SpecialIds.from_vocabulary(vocabulary), c3.question_features
-    batched = row.dataset == "c3" and not xlnet
+    texts_of = None if xlnet else {"c3": _c3_texts, "chid": _chid_texts}[row.dataset]
+    known: dict[str, list[int]] = {}
     for start in range(0, len(records), _TOKENIZE_CHUNK):
         chunk = records[start : start + _TOKENIZE_CHUNK]
-        known = _encode_all(vocabulary, _c3_texts(chunk)) if batched else {}
+        if texts_of is not None:
+            if len(known) > _KNOWN_TEXTS:
+                known.clear()
+            known.update(_encode_all(vocabulary, texts_of(chunk), known))
 
-        def tokenize(text, known=known):
+        def tokenize(text):
             return known[text] if text in known else encode(text)
 
         build = functools.partial(features, tokenize=tokenize, ids=ids)
@@ -233,9 +237,11 @@ def choice_examples(
             yield example
 
 
-# C3's texts (a whole dialogue or passage each) are tokenized this many questions at a
-# time, in one WordPiece call over all their texts: a call per text costs ~20x more.
+# The texts of this many records (C3's questions, ChID's blanks) are tokenized in one
+# WordPiece call: a call per text costs ~10x more. The texts' ids are kept (ChID's
+# passages are tokenized character by character, so most recur) up to _KNOWN_TEXTS.
 _TOKENIZE_CHUNK = 256
+_KNOWN_TEXTS = 1 << 18
 
 
 def _c3_texts(questions) -> list[str]:
@@ -247,9 +253,21 @@ def _c3_texts(questions) -> list[str]:
     return texts
 
 
-def _encode_all(vocabulary, texts: Sequence[str]) -> dict[str, list[int]]:
-    """{text: WordPiece ids} of every distinct text, in one `encode_tf` call."""
-    distinct = list(dict.fromkeys(texts))
+def _chid_texts(blanks) -> list[str]:
+    """The texts `chid.blank_features` tokenizes: candidates and the passages' doc tokens."""
+    texts = []
+    for blank in blanks:
+        texts += blank.candidates
+        tokens = chid.passage_tokens(blank.passage)
+        texts += [token for token in tokens if not chid.TAG_PATTERN.fullmatch(token)]
+    return texts
+
+
+def _encode_all(vocabulary, texts: Sequence[str], known) -> dict[str, list[int]]:
+    """{text: WordPiece ids} of the distinct texts not in `known`, in one `encode_tf` call."""
+    distinct = [text for text in dict.fromkeys(texts) if text not in known]
+    if not distinct:
+        return {}
     ids = vocabulary.encode_tf(tf.constant(distinct, tf.string)).to_list()
     return dict(zip(distinct, ids, strict=True))
 
