@@ -201,8 +201,8 @@ def choice_examples(
     input_layout: str = "bert",
 ):
     """ChID / C3: one feature dict per record, built as it is asked for (ChID's 577k
-    training blanks x 10 choices x 64 tokens are GBs: only the input pipeline's cache
-    holds them). Nothing here is needed to decode: a line's blanks and its candidates
+    training blanks x 10 choices x 64 tokens are GBs: only the run's prepared store,
+    `cmrcx.training.prepared_examples`, on disk, holds them). Nothing here is needed to decode: a line's blanks and its candidates
     come from the records. ``input_layout`` "bert" builds ``[CLS] a [SEP] b [SEP]``
     (`chid.blank_features`, `c3.question_features`), "xlnet" ``a <sep> b <sep> <cls>``
     padded on the left (`chid.xlnet_blank_features`, `c3.xlnet_question_features`)."""
