@@ -120,16 +120,20 @@ class PreparedStore:
         ).hexdigest()[:16]
         return os.path.join(self.root, "prepared_examples", f"{task_name}-{split}-{key}")
 
+    @staticmethod
+    def holds(task_name: str) -> bool:
+        """Whether the store prepares `task_name`'s splits: a SeqIO task, not a mixture."""
+        return isinstance(seqio.get_mixture_or_task(task_name), seqio.Task)
+
     def split(self, task_name: str, split: str) -> PreparedSplit | None:
         """The prepared split (built now if absent); None for a SeqIO mixture, whose
         examples the input pipeline samples from its tasks instead."""
         if (task_name, split) not in self._splits:
-            task = seqio.get_mixture_or_task(task_name)
             prepared = None
-            if isinstance(task, seqio.Task):
+            if self.holds(task_name):
                 directory = self.directory(task_name, split)
                 if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
-                    build(task, split, directory)
+                    build(seqio.get_mixture_or_task(task_name), split, directory)
                 prepared = PreparedSplit(directory)
             self._splits[(task_name, split)] = prepared
         return self._splits[(task_name, split)]

@@ -177,9 +177,12 @@ class Runner:
         if self._train_windows is None:
             split = self.run.train_split
             self.task.require_split(split)
-            windows = self.task.count_examples(split)  # without building features
-            if windows is None:
+            if self.store.holds(self.train_task):  # prepared once, then counted at once
                 windows = input_pipeline.count_examples(self.train_task, split, self.store)
+            else:  # a mixture: its run task counts an epoch at its rates
+                windows = self.task.count_examples(split)
+            if windows is None:
+                windows = input_pipeline.count_examples(self.train_task, split)
             self._train_windows = windows
         return self._train_windows
 
