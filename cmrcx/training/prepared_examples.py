@@ -144,7 +144,9 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
     (in a private folder renamed into place: a reader never sees half a store)."""
     parent = os.path.dirname(directory)
     os.makedirs(parent, exist_ok=True)
-    partial = f"{directory}.partial-{socket.gethostname()}-{os.getpid()}"
+    host = socket.gethostname()
+    _remove_abandoned(f"{directory}.partial-{host}-")
+    partial = f"{directory}.partial-{host}-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
     dataset = task.get_dataset(sequence_length=None, split=split, shuffle=False, use_cached=False)
@@ -178,6 +180,22 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
         if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
             raise
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def _remove_abandoned(prefix: str) -> None:
+    """Removes the partial stores of this host's processes that no longer run (a build
+    killed midway leaves one, GBs for ChID)."""
+    parent, start = os.path.split(prefix)
+    for name in os.listdir(parent):
+        pid = name[len(start) :]
+        if not (name.startswith(start) and pid.isdigit()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except PermissionError:  # another user's live process
+            pass
 
 
 def file_digest(paths: Sequence[str], suffix: str = "") -> str:
