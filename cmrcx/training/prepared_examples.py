@@ -15,7 +15,8 @@ Training then gathers any rows by index (`rows`) and evaluation reads blocks in 
 the batch, not the file. The key is a SHA-1 of the store's format version, the task
 name, the split, and the caller's fingerprint (`cmrcx.training.runner` gives the run's
 data-shaping configuration, the official files' and vocabulary's contents and the
-preprocessing code), so a change in any of them makes a new store.
+preprocessing code), so a change in any of them makes a new store; building one removes
+the split's stores unused for UNUSED_DAYS.
 
 Every host of a multi-host run builds the same store; each writes a private temporary
 folder and renames it into place, and a host that finds the folder there uses it.
@@ -39,6 +40,9 @@ STORE_VERSION = 1  # bump when the file layout changes
 FEATURES_FILE = "features.json"
 CHUNK = 256  # examples per write while building
 PROGRESS_SECONDS = 5.0
+# A new store of a task's split removes the others of that split not used for this long
+# (older data, configurations or code; ChID's training split takes GBs).
+UNUSED_DAYS = 7
 
 
 class PreparedSplit:
@@ -134,6 +138,8 @@ class PreparedStore:
                 directory = self.directory(task_name, split)
                 if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
                     build(seqio.get_mixture_or_task(task_name), split, directory)
+                    _remove_unused_since(directory, UNUSED_DAYS)
+                os.utime(os.path.join(directory, FEATURES_FILE))  # last used: now
                 prepared = PreparedSplit(directory)
             self._splits[(task_name, split)] = prepared
         return self._splits[(task_name, split)]
@@ -180,6 +186,18 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
         if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
             raise
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def _remove_unused_since(directory: str, days: float) -> None:
+    """Removes the other stores of `directory`'s task and split last used over `days` ago."""
+    parent, name = os.path.split(directory)
+    prefix = name.rsplit("-", 1)[0] + "-"
+    for other in os.listdir(parent):
+        path = os.path.join(parent, other, FEATURES_FILE)
+        if other == name or not other.startswith(prefix) or not os.path.isfile(path):
+            continue
+        if time.time() - os.path.getmtime(path) > days * 86400:
+            shutil.rmtree(os.path.join(parent, other), ignore_errors=True)
 
 
 def _remove_abandoned(prefix: str) -> None:

@@ -56,3 +56,16 @@ def test_abandoned_partial_stores_are_removed(tmp_path):
     os.makedirs(prefix + str(os.getpid()))
     prepared_examples._remove_abandoned(prefix)
     assert os.listdir(tmp_path) == [f"store.partial-host-{os.getpid()}"]
+
+
+def test_a_new_store_removes_the_splits_stores_unused_for_a_week(tmp_path):
+    name = _register("prepared_examples_test")
+    old = prepared_examples.PreparedStore(str(tmp_path), "old data")
+    recent = prepared_examples.PreparedStore(str(tmp_path), "recent data")
+    old_dir, recent_dir = old.directory(name, "train"), recent.directory(name, "train")
+    old.split(name, "train"), recent.split(name, "train")
+    week = 8 * 86400
+    stamp = os.path.getmtime(os.path.join(old_dir, "features.json")) - week
+    os.utime(os.path.join(old_dir, "features.json"), (stamp, stamp))
+    prepared_examples.PreparedStore(str(tmp_path), "new data").split(name, "train")
+    assert not os.path.exists(old_dir) and os.path.exists(recent_dir)
