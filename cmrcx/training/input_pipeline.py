@@ -34,8 +34,8 @@ import tensorflow as tf
 
 from cmrcx.training.prepared_examples import PreparedSplit, PreparedStore
 
-# Windows kept in memory for shuffling: CMRC 2019 train has ~100k blanks and about
-# 1.6 times as many windows (one per blank and window holding it), ~160k at 512/128.
+# Examples kept in memory for shuffling without a store (a mixture: LOT's four tasks
+# together hold a few ten thousand); with a store the permutation covers the whole split.
 SHUFFLE_BUFFER = 200_000
 
 
