@@ -202,10 +202,11 @@ def choice_examples(
 ):
     """ChID / C3: one feature dict per record, built as it is asked for (ChID's 577k
     training blanks x 10 choices x 64 tokens are GBs: only the run's prepared store,
-    `cmrcx.training.prepared_examples`, on disk, holds them). Nothing here is needed to decode: a line's blanks and its candidates
-    come from the records. ``input_layout`` "bert" builds ``[CLS] a [SEP] b [SEP]``
-    (`chid.blank_features`, `c3.question_features`), "xlnet" ``a <sep> b <sep> <cls>``
-    padded on the left (`chid.xlnet_blank_features`, `c3.xlnet_question_features`)."""
+    `cmrcx.training.prepared_examples`, on disk, holds them). Nothing here is needed to
+    decode: a line's blanks and its candidates come from the records. ``input_layout``
+    "bert" builds ``[CLS] a [SEP] b [SEP]`` (`chid.blank_features`,
+    `c3.question_features`), "xlnet" ``a <sep> b <sep> <cls>`` padded on the left
+    (`chid.xlnet_blank_features`, `c3.xlnet_question_features`)."""
     encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
     xlnet = input_layout == "xlnet"
     if row.dataset == "chid":
@@ -272,6 +273,19 @@ def _encode_all(vocabulary, texts: Sequence[str], known) -> dict[str, list[int]]
     return dict(zip(distinct, ids, strict=True))
 
 
+def _stacked(examples, size: int = _TOKENIZE_CHUNK):
+    """The examples `size` at a time, each feature stacked: one crossing from Python into
+    tf.data per chunk, not per example (which costs as much as building ChID's features)."""
+    chunk = []
+    for example in examples:
+        chunk.append(example)
+        if len(chunk) == size:
+            yield {key: np.stack([e[key] for e in chunk]) for key in chunk[0]}
+            chunk = []
+    if chunk:
+        yield {key: np.stack([e[key] for e in chunk]) for key in chunk[0]}
+
+
 def choice_signature(row: MrcTask, max_length: int) -> dict[str, tf.TensorSpec]:
     shape = (row.num_choices, max_length)
     signature = {key: tf.TensorSpec(shape, tf.int32) for key in _TOKEN_FEATURES}
@@ -311,10 +325,14 @@ class MrcSource(seqio.FunctionDataSource):
                 )
                 return tf.data.Dataset.from_tensor_slices(windows)
             records = split_records(row, data_dir, split, cache_dir)
+            signature = choice_signature(row, max_length)
+            stacked = {k: tf.TensorSpec((None, *v.shape), v.dtype) for k, v in signature.items()}
             return tf.data.Dataset.from_generator(
-                lambda: choice_examples(row, vocabulary, records, max_length, input_layout),
-                output_signature=choice_signature(row, max_length),
-            )
+                lambda: _stacked(
+                    choice_examples(row, vocabulary, records, max_length, input_layout)
+                ),
+                output_signature=stacked,
+            ).unbatch()
 
         super().__init__(examples, splits=("train", "validation", "test", "trial"))
         self._row, self._data_dir, self._cache_dir = row, data_dir, cache_dir
