@@ -12,11 +12,13 @@ step's compiled memory.
     .venv/bin/python tools/bench.py train_t5 [--batch 4] [--json]   # LongLM-small, 512 / 128
     .venv/bin/python tools/bench.py outgen [--batch 1,8] [--json]   # OutGen, 242 outlines, 128 new
     .venv/bin/python tools/bench.py memory --models longlm_large --batch 12 --seq 512
+    .venv/bin/python tools/bench.py firststep --task clue_chid11 --scale 1.0  # time to step 1
+    .venv/bin/python tools/bench.py evalpath --task clue_c311 --scale 1.0     # eval vs forward
 
 The code is in tools/benchkit/: harness.py (child processes, pinning, alternation,
 medians, machine info), steps.py (timing inside a child), flops.py, one module per
 model family (bert.py, t5.py, outgen.py; registered in families.py), input_pipeline.py,
-memory.py and cli.py.
+firststep.py (+ synthetic.py: official-format files), memory.py and cli.py.
 """
 
 import sys

@@ -1,17 +1,24 @@
 """SeqIO task -> numpy batches for the trainer (host side).
 
-Training: the task's examples (windows) are cached once, shuffled with a fixed
-seed each epoch and repeated, so the order is a pure function of (seed, step):
-a run resumed at step k skips k batches and sees exactly what an uninterrupted
-run sees. Evaluation: in order, the last batch padded to full size with
+With a `PreparedStore` (what `cmrcx.training.runner` passes), a task's split is
+preprocessed once into fixed-shape rows on disk (`cmrcx.training.prepared_examples`)
+and read back by index: training draws a seeded permutation of the whole split each
+epoch (uniform over all of it, no shuffle buffer to fill), so the example at global
+position p = step * batch_size + row is ``permutation(seed, p // n)[p % n]`` and a run
+resumed at step k computes its batches directly, without reading the k before.
+Evaluation reads the rows in order, the last batch padded to full size with
 `example_mask` 0, never dropped, so there is one compiled shape.
+
+Without a store (a SeqIO mixture, whose examples are sampled from its tasks, or a
+caller that passes none) the examples are cached in memory, shuffled with a buffer
+of SHUFFLE_BUFFER and a fixed seed each epoch and repeated; a resumed run skips k
+batches. Either way the order is a pure function of (seed, step).
 
 Multi-host: every host builds the same global batch and keeps only its rows, a
 `seqio.ShardInfo` of the batch (`host_shard`). The examples are deliberately not
 sharded at the source (SeqIO's other use of ShardInfo): each host shuffling its
 own part would make the batches, and so the losses, depend on the host count.
-The price is that every host preprocesses the whole split, which for CMRC 2019
-(~100k blanks, about 1.6 times as many windows) is small next to training.
+Every host reads only its rows of the store; each prepares the whole split once.
 
 Numeric features go to the device; strings (`context_id`) stay on the host.
 """
@@ -25,8 +32,10 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-# Windows kept in memory for shuffling: CMRC 2019 train has ~100k blanks and about
-# 1.6 times as many windows (one per blank and window holding it), ~160k at 512/128.
+from cmrcx.training.prepared_examples import PreparedSplit, PreparedStore
+
+# Examples kept in memory for shuffling without a store (a mixture: LOT's four tasks
+# together hold a few ten thousand); with a store the permutation covers the whole split.
 SHUFFLE_BUFFER = 200_000
 
 
@@ -35,9 +44,37 @@ def _examples(task_name: str, split: str) -> tf.data.Dataset:
     return task.get_dataset(sequence_length=None, split=split, shuffle=False, use_cached=False)
 
 
-def count_examples(task_name: str, split: str) -> int:
-    """Number of model examples (windows) in a split: what the schedule counts."""
+def _prepared(store: PreparedStore | None, task_name: str, split: str) -> PreparedSplit | None:
+    return None if store is None else store.split(task_name, split)
+
+
+def count_examples(task_name: str, split: str, store: PreparedStore | None = None) -> int:
+    """Number of model examples (windows) in a split: what the schedule counts. With a
+    `store`, the split is prepared (once) and its rows counted."""
+    prepared = _prepared(store, task_name, split)
+    if prepared is not None:
+        return len(prepared)
     return int(_examples(task_name, split).reduce(0, lambda n, _: n + 1).numpy())
+
+
+def epoch_permutation(seed: int, epoch: int, count: int) -> np.ndarray:
+    """The order of the split's `count` examples in `epoch`: int64 [count]."""
+    return np.random.default_rng([seed, epoch]).permutation(count)
+
+
+def training_indices(seed: int, count: int, positions: np.ndarray, cache: dict) -> np.ndarray:
+    """Example index at each global position (step * batch + row) of the endless,
+    epoch-by-epoch shuffled stream; `cache` keeps the epochs' permutations in use."""
+    epochs, offsets = np.divmod(positions, count)
+    out = np.empty_like(positions)
+    for epoch in np.unique(epochs):
+        if epoch not in cache:
+            for old in [e for e in cache if e < epoch]:
+                del cache[old]
+            cache[epoch] = epoch_permutation(seed, int(epoch), count)
+        here = epochs == epoch
+        out[here] = cache[epoch][offsets[here]]
+    return out
 
 
 def host_shard(batch_sharding: jax.sharding.Sharding, batch_size: int) -> seqio.ShardInfo:
@@ -90,13 +127,20 @@ def train_batches(
     seed: int,
     start_step: int = 0,
     shard: seqio.ShardInfo | None = None,
+    store: PreparedStore | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
-    """Endless shuffled batches; `start_step` batches are skipped (resume).
+    """Endless shuffled batches from step `start_step` on (resume).
 
     `batch_size` is global. Each array is [batch_size / shard.num_shards, ...]:
     this host's `shard` rows of the global batch (all rows when `shard` is None).
     """
     rows = host_rows(batch_size, shard)
+    prepared = _prepared(store, task_name, split)
+    if prepared is not None:
+        yield from _prepared_train_batches(
+            prepared, batch_size, rows, device_keys, seed, start_step
+        )
+        return
     dataset = _examples(task_name, split).cache()
     dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.repeat().batch(batch_size, drop_remainder=True)
@@ -107,12 +151,35 @@ def train_batches(
         yield out
 
 
+def _prepared_train_batches(
+    prepared: PreparedSplit,
+    batch_size: int,
+    rows: slice,
+    device_keys: Sequence[str],
+    seed: int,
+    step: int,
+) -> Iterator[dict[str, np.ndarray]]:
+    """This host's `rows` of the global batches of `batch_size` from `step` on."""
+    if not len(prepared):
+        raise ValueError(f"{prepared.directory}: the training split has no examples")
+    keys = [key for key in device_keys if key != "example_mask"]
+    permutations = {}
+    while True:
+        positions = step * batch_size + np.arange(rows.start, rows.stop, dtype=np.int64)
+        indices = training_indices(seed, len(prepared), positions, permutations)
+        batch = prepared.rows(indices, keys)
+        batch["example_mask"] = np.ones([rows.stop - rows.start], np.int32)
+        yield batch
+        step += 1
+
+
 def eval_batches(
     task_name: str,
     split: str,
     batch_size: int,
     device_keys: Sequence[str],
     shard: seqio.ShardInfo | None = None,
+    store: PreparedStore | None = None,
 ) -> Iterator[tuple[dict, dict]]:
     """(device batch, host batch) in order; the last batch padded, `example_mask` 0.
 
@@ -122,8 +189,15 @@ def eval_batches(
     back whole, so any host can decode.
     """
     rows = host_rows(batch_size, shard)
-    dataset = _examples(task_name, split).batch(batch_size).prefetch(2)
-    for batch in dataset.as_numpy_iterator():
+    prepared = _prepared(store, task_name, split)
+    if prepared is not None:
+        batches = (
+            prepared.block(start, start + batch_size, prepared.keys)
+            for start in range(0, len(prepared), batch_size)
+        )
+    else:
+        batches = _examples(task_name, split).batch(batch_size).prefetch(2).as_numpy_iterator()
+    for batch in batches:
         real = len(batch[device_keys[0]])  # rows of the last batch may be fewer
         device = {}
         for key in device_keys:

@@ -17,6 +17,7 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +28,15 @@ from tqdm import tqdm
 from cmrcx.common import errors
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.files import write_atomically
-from cmrcx.training import checkpoints, input_pipeline, partitioning, released_optimizer, run_config
+from cmrcx.datasets import prepared_splits
+from cmrcx.training import (
+    checkpoints,
+    input_pipeline,
+    partitioning,
+    prepared_examples,
+    released_optimizer,
+    run_config,
+)
 from cmrcx.training import selection as model_selection
 from cmrcx.training.metric_writer import MetricWriter
 from cmrcx.training.run_config import RunConfig
@@ -49,6 +58,7 @@ class Runner:
         self.task = build_run_task(run)
         self.train_task, self.score_task = self.task.train_task, self.task.score_task
         self.model = self.task.model
+        self.store = prepared_store(run)
         self.mesh = partitioning.make_mesh(run.mesh_shape)
         self.eval_batch_size = self._check_batch_sizes()
         self._train_windows = None  # training examples, once counted
@@ -167,7 +177,10 @@ class Runner:
         if self._train_windows is None:
             split = self.run.train_split
             self.task.require_split(split)
-            windows = self.task.count_examples(split)  # without building features
+            if self.store.holds(self.train_task):  # prepared once, then counted at once
+                windows = input_pipeline.count_examples(self.train_task, split, self.store)
+            else:  # a mixture: its run task counts an epoch at its rates
+                windows = self.task.count_examples(split)
             if windows is None:
                 windows = input_pipeline.count_examples(self.train_task, split)
             self._train_windows = windows
@@ -313,6 +326,7 @@ class Runner:
             self.run.seed,
             start,
             shard,
+            self.store,
         )
 
     def _evaluation_missing(self, start: int, end: int) -> bool:
@@ -419,7 +433,7 @@ class Runner:
         evaluation = self.task.evaluation(split)
         shard = input_pipeline.host_shard(self.trainer.batch_sharding, self.eval_batch_size)
         batches = input_pipeline.eval_batches(
-            self.score_task, split, self.eval_batch_size, self.model.score_keys, shard
+            self.score_task, split, self.eval_batch_size, self.model.score_keys, shard, self.store
         )
         for device_batch, host_batch in tqdm(
             batches, desc=f"eval {split}", disable=jax.process_index() != 0
@@ -428,13 +442,50 @@ class Runner:
             scores = self.trainer.score(state.params, device_batch)
             real = len(host_batch[self.model.score_keys[0]])  # the rows that are not padding
             evaluation.add(scores[:real], host_batch)
-        results = evaluation.finish(self.run.model_dir)
+        with _said_if_slow(f"eval {split}: decoding and writing the predictions"):
+            results = evaluation.finish(self.run.model_dir)
         if results and record:
             self.writer.write(step, split, results)
         return results
 
     def results_table(self, results: dict[str, float], split: str) -> str:
         return self.task.results_table(results, split)
+
+
+# RunConfig fields that do not change a split's examples: the prepared store's key leaves
+# them out (a new field is in the key until it is listed here, so a store is never stale).
+_NOT_DATA_FIELDS = (
+    "model_dir require_pretrained batch_size grad_accum_steps eval_batch_size num_epochs "
+    "num_train_steps learning_rate warmup_fraction weight_decay max_grad_norm adam_epsilon "
+    "optimizer seed mesh_shape partitioning logical_rules log_every save_every "
+    "keep_checkpoints eval_every select_best select_mode eval_every_epochs decoding "
+    "tfds_cache_dir max_decoded_examples generation_method generation_top_k "
+    "generation_temperature generation_max_new_tokens generation_start_token_id "
+    "generation_seed drop_last_char_without_eos"
+).split()
+# The code that turns official files into examples: a change in it makes a new store.
+_PREPROCESSING_CODE = ("benchmarks", "datasets", "tasks", "vocab")
+
+
+def prepared_store(run: RunConfig) -> prepared_examples.PreparedStore:
+    """The run's prepared examples (`cmrcx.training.prepared_examples`), in its TFDS cache
+    folder, keyed by the data-shaping RunConfig fields and the contents of the official
+    files, the vocabulary and the preprocessing code."""
+    config = run_config.run_config_json(run)
+    for field in _NOT_DATA_FIELDS:
+        config.pop(field, None)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = [os.path.join(package, name) for name in _PREPROCESSING_CODE]
+    files = [p for p in (run.data_dir, run.validation_data_dir, run.vocab_file) if p]
+    fingerprint = "\0".join(
+        [
+            json.dumps(config, sort_keys=True, default=str),
+            prepared_examples.file_digest([p for p in files if os.path.exists(p)]),
+            prepared_examples.file_digest(code, suffix=".py"),
+        ]
+    )
+    root = run.tfds_cache_dir or prepared_splits.DEFAULT_CACHE_DIR
+    return prepared_examples.PreparedStore(root, fingerprint)
 
 
 def _first_nonfinite(flags, metrics, step: int):
@@ -450,6 +501,24 @@ def _first_nonfinite(flags, metrics, step: int):
         jnp.where(new, bad_loss.astype(jnp.int32), loss_flag),
         jnp.where(new, bad_grad.astype(jnp.int32), grad_flag),
     )
+
+
+@contextlib.contextmanager
+def _said_if_slow(what: str, after: float = 10.0):
+    """A phase with no progress bar of its own: `what ...` is printed if it is still
+    running `after` seconds in, and its time when it ends (process 0): no silent wait."""
+    timer = threading.Timer(after, lambda: print(f"{what} ...", flush=True))
+    timer.daemon = True
+    start = time.perf_counter()
+    if jax.process_index() == 0:
+        timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        seconds = time.perf_counter() - start
+        if seconds >= after and jax.process_index() == 0:
+            print(f"{what}: {seconds:.0f} s", flush=True)
 
 
 _SIGTERM = threading.Event()

@@ -270,8 +270,16 @@ class WordPieceVocabulary(seqio.Vocabulary):
             return tokens.flat_values
         return tokens
 
+    @functools.cached_property
+    def _encode_one(self):
+        """`_encode_tf` of one string as a traced graph: a Python caller (ChID's and C3's
+        examples tokenize each text alone) pays one function call, not the ~40 eager ops'
+        dispatch (about 20 times slower on a CPU)."""
+        self._table, self._wordpiece  # noqa: B018 (made outside the trace)
+        return tf.function(self._encode_tf, input_signature=[tf.TensorSpec([], tf.string)])
+
     def _encode(self, s: str) -> list[int]:
-        return self._encode_tf(tf.constant(s)).numpy().tolist()
+        return self._encode_one(tf.constant(s)).numpy().tolist()
 
     def _decode(self, ids: Sequence[int]) -> str:
         pieces = [self._tokens[i] for i in ids if 0 <= i < len(self._tokens)]

@@ -201,11 +201,12 @@ def choice_examples(
     input_layout: str = "bert",
 ):
     """ChID / C3: one feature dict per record, built as it is asked for (ChID's 577k
-    training blanks x 10 choices x 64 tokens are GBs: only the input pipeline's cache
-    holds them). Nothing here is needed to decode: a line's blanks and its candidates
-    come from the records. ``input_layout`` "bert" builds ``[CLS] a [SEP] b [SEP]``
-    (`chid.blank_features`, `c3.question_features`), "xlnet" ``a <sep> b <sep> <cls>``
-    padded on the left (`chid.xlnet_blank_features`, `c3.xlnet_question_features`)."""
+    training blanks x 10 choices x 64 tokens are GBs: only the run's prepared store,
+    `cmrcx.training.prepared_examples`, on disk, holds them). Nothing here is needed to
+    decode: a line's blanks and its candidates come from the records. ``input_layout``
+    "bert" builds ``[CLS] a [SEP] b [SEP]`` (`chid.blank_features`,
+    `c3.question_features`), "xlnet" ``a <sep> b <sep> <cls>`` padded on the left
+    (`chid.xlnet_blank_features`, `c3.xlnet_question_features`)."""
     encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
     xlnet = input_layout == "xlnet"
     if row.dataset == "chid":
@@ -218,11 +219,71 @@ def choice_examples(
         features = c3.xlnet_question_features
     else:
         ids, features = c3.SpecialIds.from_vocabulary(vocabulary), c3.question_features
-    build = functools.partial(features, tokenize=encode, ids=ids)
-    for index, record in enumerate(records):
-        features = build(record, max_seq_length=max_length)
-        features["example_index"] = np.int32(index)
-        yield features
+    texts_of = None if xlnet else {"c3": _c3_texts, "chid": _chid_texts}[row.dataset]
+    known: dict[str, list[int]] = {}
+    for start in range(0, len(records), _TOKENIZE_CHUNK):
+        chunk = records[start : start + _TOKENIZE_CHUNK]
+        if texts_of is not None:
+            if len(known) > _KNOWN_TEXTS:
+                known.clear()
+            known.update(_encode_all(vocabulary, texts_of(chunk), known))
+
+        def tokenize(text):
+            return known[text] if text in known else encode(text)
+
+        build = functools.partial(features, tokenize=tokenize, ids=ids)
+        for index, record in enumerate(chunk, start):
+            example = build(record, max_seq_length=max_length)
+            example["example_index"] = np.int32(index)
+            yield example
+
+
+# The texts of this many records (C3's questions, ChID's blanks) are tokenized in one
+# WordPiece call: a call per text costs ~10x more. The texts' ids are kept (ChID's
+# passages are tokenized character by character, so most recur) up to _KNOWN_TEXTS.
+_TOKENIZE_CHUNK = 256
+_KNOWN_TEXTS = 1 << 18
+
+
+def _c3_texts(questions) -> list[str]:
+    """The texts `c3.question_features` tokenizes, in its spelling (lower-cased)."""
+    texts = []
+    for q in questions:
+        texts += ["\n".join(q.context).lower(), q.question.lower()]
+        texts += [choice.lower() for choice in c3.padded_choices(q.choices)]
+    return texts
+
+
+def _chid_texts(blanks) -> list[str]:
+    """The texts `chid.blank_features` tokenizes: candidates and the passages' doc tokens."""
+    texts = []
+    for blank in blanks:
+        texts += blank.candidates
+        tokens = chid.passage_tokens(blank.passage)
+        texts += [token for token in tokens if not chid.TAG_PATTERN.fullmatch(token)]
+    return texts
+
+
+def _encode_all(vocabulary, texts: Sequence[str], known) -> dict[str, list[int]]:
+    """{text: WordPiece ids} of the distinct texts not in `known`, in one `encode_tf` call."""
+    distinct = [text for text in dict.fromkeys(texts) if text not in known]
+    if not distinct:
+        return {}
+    ids = vocabulary.encode_tf(tf.constant(distinct, tf.string)).to_list()
+    return dict(zip(distinct, ids, strict=True))
+
+
+def _stacked(examples, size: int = _TOKENIZE_CHUNK):
+    """The examples `size` at a time, each feature stacked: one crossing from Python into
+    tf.data per chunk, not per example (which costs as much as building ChID's features)."""
+    chunk = []
+    for example in examples:
+        chunk.append(example)
+        if len(chunk) == size:
+            yield {key: np.stack([e[key] for e in chunk]) for key in chunk[0]}
+            chunk = []
+    if chunk:
+        yield {key: np.stack([e[key] for e in chunk]) for key in chunk[0]}
 
 
 def choice_signature(row: MrcTask, max_length: int) -> dict[str, tf.TensorSpec]:
@@ -264,10 +325,14 @@ class MrcSource(seqio.FunctionDataSource):
                 )
                 return tf.data.Dataset.from_tensor_slices(windows)
             records = split_records(row, data_dir, split, cache_dir)
+            signature = choice_signature(row, max_length)
+            stacked = {k: tf.TensorSpec((None, *v.shape), v.dtype) for k, v in signature.items()}
             return tf.data.Dataset.from_generator(
-                lambda: choice_examples(row, vocabulary, records, max_length, input_layout),
-                output_signature=choice_signature(row, max_length),
-            )
+                lambda: _stacked(
+                    choice_examples(row, vocabulary, records, max_length, input_layout)
+                ),
+                output_signature=stacked,
+            ).unbatch()
 
         super().__init__(examples, splits=("train", "validation", "test", "trial"))
         self._row, self._data_dir, self._cache_dir = row, data_dir, cache_dir

@@ -1,5 +1,5 @@
 """Eval batches are padded and masked, never dropped; train order depends on seed only;
-the batches do not depend on the number of hosts."""
+the batches do not depend on the number of hosts; with a prepared store as without."""
 
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ import seqio
 from cmrcx.common.paths import package_path
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.tasks import cmrc2019
-from cmrcx.training import input_pipeline, partitioning
+from cmrcx.training import input_pipeline, partitioning, prepared_examples
 
 SCORE_KEYS, TRAIN_KEYS = ClozeModel.score_keys, ClozeModel.train_keys
 
@@ -25,11 +25,20 @@ def tasks(tmp_path_factory):
     )
 
 
-def test_last_eval_batch_is_padded_and_masked(tasks):
+@pytest.fixture(scope="module", params=["tf.data", "prepared"])
+def store(request, tmp_path_factory):
+    if request.param == "tf.data":
+        return None
+    return prepared_examples.PreparedStore(str(tmp_path_factory.mktemp("store")), "test")
+
+
+def test_last_eval_batch_is_padded_and_masked(tasks, store):
     _, scoring = tasks
-    total = input_pipeline.count_examples(scoring, "validation")
+    total = input_pipeline.count_examples(scoring, "validation", store)
     batch_size = 7 if total % 7 else 11
-    batches = list(input_pipeline.eval_batches(scoring, "validation", batch_size, SCORE_KEYS))
+    batches = list(
+        input_pipeline.eval_batches(scoring, "validation", batch_size, SCORE_KEYS, None, store)
+    )
     assert all(d["input_ids"].shape[0] == batch_size for d, _ in batches)  # one shape
     assert sum(int(d["example_mask"].sum()) for d, _ in batches) == total  # none dropped
     last_device, last_host = batches[-1]
@@ -37,11 +46,13 @@ def test_last_eval_batch_is_padded_and_masked(tasks):
     assert real < batch_size and not last_device["example_mask"][real:].any()
 
 
-def test_train_order_is_a_function_of_seed_and_step(tasks):
+def test_train_order_is_a_function_of_seed_and_step(tasks, store):
     training, _ = tasks
 
     def first(seed, start, n=3):
-        it = input_pipeline.train_batches(training, "train", 4, TRAIN_KEYS, seed, start)
+        it = input_pipeline.train_batches(
+            training, "train", 4, TRAIN_KEYS, seed, start, None, store
+        )
         return [next(it)["input_ids"] for _ in range(n)]
 
     run = first(0, 0, 5)
@@ -49,12 +60,12 @@ def test_train_order_is_a_function_of_seed_and_step(tasks):
     assert not np.array_equal(first(1, 0)[0], run[0])  # another seed, another order
 
 
-def test_hosts_rows_make_the_one_host_batch(tasks):
+def test_hosts_rows_make_the_one_host_batch(tasks, store):
     """Any host count sees the same global batches: host i feeds rows block i."""
     training, scoring = tasks
 
     def train(shard, n=2):
-        it = input_pipeline.train_batches(training, "train", 4, TRAIN_KEYS, 0, 1, shard)
+        it = input_pipeline.train_batches(training, "train", 4, TRAIN_KEYS, 0, 1, shard, store)
         return [next(it) for _ in range(n)]
 
     whole = train(None)
@@ -65,7 +76,7 @@ def test_hosts_rows_make_the_one_host_batch(tasks):
             np.testing.assert_array_equal(rows, value, err_msg=key)
 
     def evaluate(shard):
-        return list(input_pipeline.eval_batches(scoring, "validation", 6, SCORE_KEYS, shard))
+        return list(input_pipeline.eval_batches(scoring, "validation", 6, SCORE_KEYS, shard, store))
 
     whole = evaluate(None)
     parts = [evaluate(seqio.ShardInfo(index=i, num_shards=2)) for i in range(2)]
@@ -75,6 +86,26 @@ def test_hosts_rows_make_the_one_host_batch(tasks):
         np.testing.assert_array_equal(host_0["input_ids"], host["input_ids"])  # all real rows
         for key, value in device.items():
             np.testing.assert_array_equal(np.concatenate([first[key], second[key]]), value)
+
+
+def test_prepared_store_holds_the_tasks_examples(tasks, tmp_path):
+    """Evaluation reads the examples the task makes, in its order; an epoch of training
+    sees every example once, and a new epoch is another order of them."""
+    training, scoring = tasks
+    store = prepared_examples.PreparedStore(str(tmp_path), "test")
+    keys = [*SCORE_KEYS, "context_id"]
+    plain = input_pipeline.eval_batches(scoring, "validation", 5, SCORE_KEYS)
+    stored = input_pipeline.eval_batches(scoring, "validation", 5, SCORE_KEYS, None, store)
+    for (_, expected), (_, got) in zip(plain, stored, strict=True):
+        for key in keys:
+            if key != "example_mask":
+                np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+    count = input_pipeline.count_examples(training, "train", store)
+    first, second = (input_pipeline.epoch_permutation(0, e, count) for e in (0, 1))
+    assert sorted(first) == list(range(count)) and not np.array_equal(first, second)
+    positions = np.arange(count - 2, count + 2)  # an epoch's end, the next one's start
+    indices = input_pipeline.training_indices(0, count, positions, {})
+    np.testing.assert_array_equal(indices, [*first[-2:], *second[:2]])
 
 
 def test_shard_of_rows():

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 
-from . import families, harness, input_pipeline, memory, steps
+from . import families, firststep, harness, input_pipeline, memory, steps
 
 DESCRIPTION = (
     "Benchmarks: cmrcx's BERT cloze and classification steps against Hugging Face's "
@@ -22,6 +22,8 @@ DESCRIPTION = (
 IN_PROCESS = {  # subcommand: (run, print)
     "input": (input_pipeline.bench_input, input_pipeline.print_input),
     "memory": (memory.bench_memory, memory.print_memory),
+    "firststep": (firststep.bench_firststep, firststep.print_firststep),
+    "evalpath": (firststep.bench_evalpath, firststep.print_evalpath),
 }
 
 
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         family.add_commands(commands)
     input_pipeline.add_command(commands)
     memory.add_command(commands)
+    firststep.add_command(commands)
     default_cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))
     for sub in commands.choices.values():
         sub.add_argument("--cpus", default=default_cpus, help="CPU list for taskset")

@@ -1,0 +1,264 @@
+"""A split's model examples written once to disk, then read by index: the prepared store.
+
+A SeqIO task's examples (ChID's blanks with their 10 candidate windows, CMRC 2019's
+windows) come from Python preprocessing that takes minutes for a large split. The store
+runs it once, streaming (one chunk of examples in memory at a time, a progress line
+every few seconds), and writes every feature as one raw file of fixed-shape rows:
+
+    <cache>/prepared_examples/<task>-<split>-<key>/
+        input_ids.bin ...        numeric features, [count, *shape] rows back to back
+        context_id.npy ...       string features, one NumPy bytes array (host side only)
+        features.json            count, and each feature's dtype and shape
+
+Training then gathers any rows by index (`rows`) and evaluation reads blocks in order
+(`block`), both with `os.pread`: nothing is memory-mapped, so the resident memory is
+the batch, not the file. The key is a SHA-1 of the store's format version, the task
+name, the split, and the caller's fingerprint (`cmrcx.training.runner` gives the run's
+data-shaping configuration, the official files' and vocabulary's contents and the
+preprocessing code), so a change in any of them makes a new store; building one removes
+the split's stores unused for UNUSED_DAYS.
+
+Every host of a multi-host run builds the same store; each writes a private temporary
+folder and renames it into place, and a host that finds the folder there uses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+import seqio
+
+STORE_VERSION = 1  # bump when the file layout changes
+FEATURES_FILE = "features.json"
+CHUNK = 256  # examples per write while building
+PROGRESS_SECONDS = 5.0
+# A new store of a task's split removes the others of that split not used for this long
+# (older data, configurations or code; ChID's training split takes GBs).
+UNUSED_DAYS = 7
+
+
+class PreparedSplit:
+    """One split's examples on disk; `rows` and `block` read them back."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        with open(os.path.join(directory, FEATURES_FILE), encoding="utf-8") as f:
+            meta = json.load(f)
+        self.count: int = meta["count"]
+        self.numeric = {k: (np.dtype(d), tuple(s)) for k, (d, s) in meta["numeric"].items()}
+        self.string_keys: list[str] = meta["strings"]
+        self._strings: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _row_bytes(self, key: str) -> int:
+        dtype, shape = self.numeric[key]
+        return dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.directory, f"{key}.bin")
+
+    def rows(self, indices: Sequence[int], keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Numeric features of the examples `indices` (any order): [len(indices), ...]."""
+        indices = np.asarray(indices, np.int64)
+        order = np.argsort(indices, kind="stable")  # read forward through the file
+        out = {}
+        for key in keys:
+            dtype, shape = self.numeric[key]
+            size = self._row_bytes(key)
+            values = np.empty((len(indices), *shape), dtype)
+            flat = values.reshape(len(indices), -1).view(np.uint8)
+            with open(self._path(key), "rb") as f:
+                fd = f.fileno()
+                for i in order:
+                    flat[i] = np.frombuffer(os.pread(fd, size, int(indices[i]) * size), np.uint8)
+            out[key] = values
+        return out
+
+    def block(self, start: int, stop: int, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Examples [start, stop) of every key in `keys`, numeric or string."""
+        stop = min(stop, self.count)
+        out = {}
+        for key in keys:
+            if key in self.string_keys:
+                out[key] = self.strings(key)[start:stop]
+                continue
+            dtype, shape = self.numeric[key]
+            size = self._row_bytes(key)
+            with open(self._path(key), "rb") as f:
+                data = os.pread(f.fileno(), size * (stop - start), start * size)
+            out[key] = np.frombuffer(data, dtype).reshape(stop - start, *shape).copy()
+        return out
+
+    def strings(self, key: str) -> np.ndarray:
+        if key not in self._strings:
+            path = os.path.join(self.directory, f"{key}.npy")
+            self._strings[key] = np.load(path, allow_pickle=False)
+        return self._strings[key]
+
+    @property
+    def keys(self) -> list[str]:
+        return [*self.numeric, *self.string_keys]
+
+
+class PreparedStore:
+    """Where a run's prepared splits live (`root`) and what keys them (`fingerprint`)."""
+
+    def __init__(self, root: str, fingerprint: str):
+        self.root = root
+        self.fingerprint = fingerprint
+        self._splits: dict[tuple[str, str], PreparedSplit | None] = {}
+
+    def directory(self, task_name: str, split: str) -> str:
+        key = hashlib.sha1(
+            "\0".join([str(STORE_VERSION), task_name, split, self.fingerprint]).encode()
+        ).hexdigest()[:16]
+        return os.path.join(self.root, "prepared_examples", f"{task_name}-{split}-{key}")
+
+    @staticmethod
+    def holds(task_name: str) -> bool:
+        """Whether the store prepares `task_name`'s splits: a SeqIO task, not a mixture."""
+        return isinstance(seqio.get_mixture_or_task(task_name), seqio.Task)
+
+    def split(self, task_name: str, split: str) -> PreparedSplit | None:
+        """The prepared split (built now if absent); None for a SeqIO mixture, whose
+        examples the input pipeline samples from its tasks instead."""
+        if (task_name, split) not in self._splits:
+            prepared = None
+            if self.holds(task_name):
+                directory = self.directory(task_name, split)
+                if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
+                    build(seqio.get_mixture_or_task(task_name), split, directory)
+                    _remove_unused_since(directory, UNUSED_DAYS)
+                os.utime(os.path.join(directory, FEATURES_FILE))  # last used: now
+                prepared = PreparedSplit(directory)
+            self._splits[(task_name, split)] = prepared
+        return self._splits[(task_name, split)]
+
+
+def build(task: seqio.Task, split: str, directory: str) -> None:
+    """Runs the task's preprocessing over `split` once and writes its store to `directory`
+    (in a private folder renamed into place: a reader never sees half a store)."""
+    parent = os.path.dirname(directory)
+    os.makedirs(parent, exist_ok=True)
+    host = socket.gethostname()
+    _remove_abandoned(f"{directory}.partial-{host}-")
+    partial = f"{directory}.partial-{host}-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    dataset = task.get_dataset(sequence_length=None, split=split, shuffle=False, use_cached=False)
+    progress = _Progress(f"preparing {task.name} {split} examples")
+    files, strings, numeric, count = {}, {}, {}, 0
+    try:
+        for chunk in dataset.batch(CHUNK).prefetch(2).as_numpy_iterator():
+            rows = len(next(iter(chunk.values())))
+            for key, value in chunk.items():
+                if value.dtype.kind in "SUO":
+                    strings.setdefault(key, []).extend(value)
+                    continue
+                if key not in files:
+                    numeric[key] = (value.dtype.str, list(value.shape[1:]))
+                    files[key] = open(os.path.join(partial, f"{key}.bin"), "wb")  # noqa: SIM115
+                files[key].write(np.ascontiguousarray(value).tobytes())
+            count += rows
+            progress.update(count)
+    finally:
+        for f in files.values():
+            f.close()
+    for key, values in strings.items():
+        np.save(os.path.join(partial, f"{key}.npy"), np.asarray(values, dtype=np.bytes_))
+    meta = {"count": count, "numeric": numeric, "strings": sorted(strings)}
+    with open(os.path.join(partial, FEATURES_FILE), "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+    progress.done(count, directory)
+    try:
+        os.rename(partial, directory)
+    except OSError:  # another host (or process) put a whole copy there first
+        if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _remove_unused_since(directory: str, days: float) -> None:
+    """Removes the other stores of `directory`'s task and split last used over `days` ago."""
+    parent, name = os.path.split(directory)
+    prefix = name.rsplit("-", 1)[0] + "-"
+    for other in os.listdir(parent):
+        path = os.path.join(parent, other, FEATURES_FILE)
+        if other == name or not other.startswith(prefix) or not os.path.isfile(path):
+            continue
+        if time.time() - os.path.getmtime(path) > days * 86400:
+            shutil.rmtree(os.path.join(parent, other), ignore_errors=True)
+
+
+def _remove_abandoned(prefix: str) -> None:
+    """Removes the partial stores of this host's processes that no longer run (a build
+    killed midway leaves one, GBs for ChID)."""
+    parent, start = os.path.split(prefix)
+    for name in os.listdir(parent):
+        pid = name[len(start) :]
+        if not (name.startswith(start) and pid.isdigit()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except PermissionError:  # another user's live process
+            pass
+
+
+def file_digest(paths: Sequence[str], suffix: str = "") -> str:
+    """SHA-1 of the bytes of every regular file under `paths` (files or folders, walked
+    in sorted order; hidden entries and names not ending in `suffix` skipped), with
+    their relative names."""
+    digest = hashlib.sha1()
+    for root in paths:
+        if os.path.isfile(root):
+            entries = [(os.path.basename(root), root)]
+        else:
+            entries = []
+            for folder, dirs, names in os.walk(root):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                chosen = (n for n in names if not n.startswith(".") and n.endswith(suffix))
+                for name in sorted(chosen):
+                    path = os.path.join(folder, name)
+                    entries.append((os.path.relpath(path, root), path))
+        for name, path in entries:
+            digest.update(name.encode() + b"\0")
+            with open(path, "rb") as f:
+                digest.update(hashlib.file_digest(f, "sha1").digest())
+    return digest.hexdigest()
+
+
+class _Progress:
+    """`preparing X: 12,288 (2,210/s)` every PROGRESS_SECONDS, from process 0."""
+
+    def __init__(self, what: str):
+        self.what, self.start = what, time.perf_counter()
+        self.last = self.start
+        self.shown = jax.process_index() == 0
+        self._print(f"{what} (once; cached for later runs) ...")
+
+    def _print(self, line: str) -> None:
+        if self.shown:
+            print(line, flush=True)
+
+    def update(self, count: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= PROGRESS_SECONDS:
+            self.last = now
+            rate = count / (now - self.start)
+            self._print(f"{self.what}: {count:,} ({rate:,.0f}/s)")
+
+    def done(self, count: int, directory: str) -> None:
+        seconds = time.perf_counter() - self.start
+        self._print(f"{self.what}: {count:,} in {seconds:.1f} s -> {directory}")
