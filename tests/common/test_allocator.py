@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-# A 64 MB block malloc'ed, written and freed twice: the minor page faults of the second
-# time, after `setup`.
+# A 64 MB block malloc'ed, written and freed twice, in a thread started after `setup`
+# (as XLA's workers are): the minor page faults of the second time.
 PROBE = """
-import ctypes, resource
+import concurrent.futures, ctypes, resource
 {setup}
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
@@ -23,8 +23,11 @@ def faults_of_fill(size=64 * 2**20):
     ctypes.memset(block, 1, size)
     libc.free(block)
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start
-faults_of_fill()
-print(faults_of_fill())
+def twice():
+    faults_of_fill()
+    return faults_of_fill()
+with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    print(pool.submit(twice).result())
 """
 RETAIN = "from cmrcx.common import allocator; assert allocator.retain_freed_memory()"
 
