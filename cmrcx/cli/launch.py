@@ -279,17 +279,14 @@ def unset_required_values() -> list[str]:
 
 
 def prepare_process() -> None:
-    """Per-process start-up: glibc keeps freed memory for the next train step
-    (`allocator.retain_freed_memory`, before any thread allocates); keep TensorFlow off
-    accelerators; join a multi-host job.
+    """Per-process start-up: keep TensorFlow off accelerators; join a multi-host job.
 
     jax.distributed.initialize() runs when the environment describes a cluster:
     JAX_COORDINATOR_ADDRESS (host:port) with JAX_NUM_PROCESSES and JAX_PROCESS_ID,
     or CMRCX_DISTRIBUTED=1 on a TPU pod / SLURM job that JAX detects itself.
     """
-    from cmrcx.common import allocator, quiet_start
+    from cmrcx.common import quiet_start
 
-    allocator.retain_freed_memory()
     quiet_start.import_tensorflow()  # TF only feeds data: off GPUs, start-up chatter dropped
     if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("CMRCX_DISTRIBUTED") == "1":
         import jax

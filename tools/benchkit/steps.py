@@ -23,7 +23,7 @@ def run_worker(args, family) -> None:
     if args.side == "cmrcx":
         from cmrcx.cli import launch
 
-        launch.prepare_process()  # as `python -m cmrcx.train` starts (allocator, TensorFlow)
+        launch.prepare_process()  # as `python -m cmrcx.train` starts
         step, extras = family.cmrcx_step(args, g)
         compile_events, after_first = compile_recorder()  # after init: the first call compiles
         result = measured_steps(step, args.warmup, args.steps, after_first)
@@ -45,7 +45,7 @@ def measured_steps(step, warmup: int, steps: int, after_first=None) -> dict:
     """Per-step seconds of warmup + steps calls; kernel work over the timed steps.
 
     Page faults and system time show the cost of fresh buffers being mapped each
-    step (cmrcx.common.allocator; see --glibc_tunables).
+    step (see --glibc_tunables).
     """
     times = timed(step, 1)
     if after_first is not None:
