@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from cmrcx.common import cpu_threefry
 from cmrcx.training import partitioning
 
 
@@ -102,6 +103,7 @@ class Trainer:
         gradients are summed before the one optimizer update (same update as
         the whole batch at once, at a fraction of the activation memory).
         """
+        cpu_threefry.install()  # dropout masks on CPU: the same bits, one fused kernel
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
         self.seed, self.grad_accum_steps = seed, grad_accum_steps
         batch_size = len(next(iter(example_batch.values())))

@@ -113,6 +113,14 @@ def test_train_compares_both_sides():
     assert 0 < report["speed_ratio_cmrcx_over_torch"] < math.inf
 
 
+@pytest.mark.slow  # child processes with jax and torch: ~20 s
+def test_train_in_bfloat16():
+    report = run_bench("train", *TINY, *TINY_RUN, "--dtype", "bfloat16")
+    _check_side(report["cmrcx"])
+    _check_side(report["torch"])
+    assert report["dtype"] == "bfloat16"
+
+
 def test_eval_with_eager_attention():
     report = run_bench("eval", *TINY, *TINY_RUN, "--attn", "eager", "--batch", "4")
     _check_side(report["cmrcx"])

@@ -1,6 +1,8 @@
 """BERT: cmrcx's cloze and classification steps against Hugging Face's PyTorch BERT.
 
-train / eval / classify: both sides float32, the same geometry, the same random token
+train / eval / classify: both sides float32 (or with --dtype bfloat16 cmrcx's bf16
+compute, as gin_configs/precision/bf16.gin, against torch.autocast(bfloat16): the
+comparison for CPUs with AMX or AVX-512 BF16), the same geometry, the same random token
 ids, dropout 0.1 on (train), AdamW with global-norm clipping at 1.0. train and eval
 are CMRC 2019's cloze model on full 512-token windows; classify is a fine-tuning step
 as CLUE's classifiers (AFQMC, TNEWS, IFLYTEK: max length 128, CLUE Table 7; batch 32;
@@ -188,7 +190,8 @@ def cmrcx_step(args, g: Geometry):
     import jax
 
     batch = bench_batch(args, g)
-    trainer = cmrcx_trainer(g, batch=batch, classes=args.classes if args.mode == "classify" else 0)
+    classes = args.classes if args.mode == "classify" else 0
+    trainer = cmrcx_trainer(g, dtype=args.dtype, batch=batch, classes=classes)
     if args.mode == "eval":
         params = jax.block_until_ready(trainer.init_state()).params
 
@@ -277,17 +280,26 @@ def torch_step(args, g: Geometry):
         model.eval()
 
         def score():
-            with torch.inference_mode():
-                model(batch).numpy()
+            with torch.inference_mode(), _autocast(args.dtype):
+                model(batch).float().numpy()
 
         return score, _torch_matmul
 
     def loss():
-        losses = torch.nn.functional.cross_entropy(model(batch), batch[target], reduction="none")
+        with _autocast(args.dtype):
+            logits = model(batch)
+        losses = torch.nn.functional.cross_entropy(logits.float(), batch[target], reduction="none")
         mask = batch["example_mask"].float()
         return torch.sum(losses * mask) / mask.sum().clamp(min=1.0)
 
     return steps.torch_train_step(model, loss, learning_rate, eps), _torch_matmul
+
+
+def _autocast(dtype: str):
+    """torch.autocast to bfloat16 on CPU for --dtype bfloat16; a no-op context for float32."""
+    import torch
+
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
 
 def _torch_matmul() -> dict:
@@ -325,7 +337,7 @@ def side_summary(runs: list[dict], warmup: int, g: Geometry, flops_per_step: flo
 def compare(args) -> dict:
     """train / eval / classify: alternating cmrcx / torch children, then the summary."""
     g, classes = worker_geometry(args), num_classes(args)
-    runs = harness.alternate(args, WORKER, g, attn=args.attn, classes=classes)
+    runs = harness.alternate(args, WORKER, g, attn=args.attn, classes=classes, dtype=args.dtype)
     flops_per_step = step_flops(g, args.command, classes)
     summarize = functools.partial(
         side_summary, warmup=args.warmup, g=g, flops_per_step=flops_per_step
@@ -337,6 +349,7 @@ def compare(args) -> dict:
         "machine": harness.machine_info(args.cpus),
         "geometry": dataclasses.asdict(g),
         "num_classes": classes,
+        "dtype": args.dtype,
         "method": harness.method(args),
         "flops_per_step": flops_per_step,
         "flop_formula": FLOP_FORMULA,
@@ -362,7 +375,8 @@ def print_report(report: dict) -> None:
     harness.print_header(report)
     classes = f", {report['num_classes']} classes" if report["num_classes"] else ""
     gflops = report["flops_per_step"] / 1e9
-    print(f"geometry: {report['geometry']}{classes}; FLOPs/step {gflops:.1f} G")
+    dtype = report.get("dtype", "float32")
+    print(f"geometry: {report['geometry']}{classes}, {dtype}; FLOPs/step {gflops:.1f} G")
     harness.print_sides(report, f"torch ({report['torch']['attn']})", ROWS)
 
 
@@ -383,6 +397,12 @@ def add_commands(commands) -> None:
         sub = commands.add_parser(name)
         add_geometry_flags(sub, batch, seq)
         sub.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa")
+        sub.add_argument(
+            "--dtype",
+            choices=("float32", "bfloat16"),
+            default="float32",
+            help="compute dtype: bfloat16 = cmrcx's precision/bf16.gin against torch.autocast",
+        )
         harness.add_timing_flags(
             sub, "steps", "GLIBC_TUNABLES for both children, e.g. glibc.malloc.hugetlb=1 "
             "(transparent huge pages for malloc: no page fault per 4 KiB of each fresh step "

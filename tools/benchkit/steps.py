@@ -21,6 +21,9 @@ def run_worker(args, family) -> None:
     """A worker subcommand: one side's timings as a JSON line on stdout."""
     g = family.worker_geometry(args)
     if args.side == "cmrcx":
+        from cmrcx.cli import launch
+
+        launch.prepare_process()  # as `python -m cmrcx.train` starts
         step, extras = family.cmrcx_step(args, g)
         compile_events, after_first = compile_recorder()  # after init: the first call compiles
         result = measured_steps(step, args.warmup, args.steps, after_first)
