@@ -16,8 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from cmrcx.common import cpu_threefry
-from cmrcx.training import partitioning
+from cmrcx.training import cpu_threefry, partitioning
 
 
 @flax.struct.dataclass

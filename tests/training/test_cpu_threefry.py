@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from cmrcx.common import cpu_threefry
+from cmrcx.training import cpu_threefry
 
 # Random123's known-answer vectors for threefry2x32_20 (kat_vectors, as JAX's own
 # random_test.py checks): (key, counter) -> output.

@@ -8,7 +8,7 @@ a dozen fusions and copies per layer); unrolled, the hash and the comparison tha
 the mask are one elementwise fusion. `install()` registers the unrolled lowering for
 CPU. The hash is the same function (Salmon et al. 2011, Threefry-2x32 with 20 rounds,
 as `jax._src.random.threefry2x32`), so the bits, and every dropout mask, are identical;
-tests/common/test_cpu_threefry.py checks the Random123 known-answer vectors.
+tests/training/test_cpu_threefry.py checks the Random123 known-answer vectors.
 """
 
 from __future__ import annotations
