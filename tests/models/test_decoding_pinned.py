@@ -56,15 +56,21 @@ def randomised(params, seed: int):
 def t5():
     ids, mask = source_batch(T5_CONFIG.vocab_size, left_padded=False)
     network = T5ForConditionalGeneration(T5_CONFIG)
-    params = nn.meta.unbox(network.init(jax.random.key(0), ids, mask, ids[:, :2]))["params"]
-    return T5DecodeModel(T5_CONFIG), randomised(params, 1), ids, mask
+    params = jax.jit(network.init)(jax.random.key(0), ids, mask, ids[:, :2])["params"]
+    params = nn.meta.unbox(params)
+    return T5DecodeModel(T5_CONFIG), jax.jit(randomised, static_argnums=1)(params, 1), ids, mask
 
 
 @pytest.fixture(scope="module")
 def gpt2():
     ids, mask = source_batch(GPT2_CONFIG.vocab_size, left_padded=True)
-    params = nn.meta.unbox(GPT2LMHeadModel(GPT2_CONFIG).init(jax.random.key(0), ids, mask))
-    return GPT2DecodeModel(GPT2_CONFIG), randomised(params["params"], 1), ids, mask
+    params = nn.meta.unbox(jax.jit(GPT2LMHeadModel(GPT2_CONFIG).init)(jax.random.key(0), ids, mask))
+    return (
+        GPT2DecodeModel(GPT2_CONFIG),
+        jax.jit(randomised, static_argnums=1)(params["params"], 1),
+        ids,
+        mask,
+    )
 
 
 def row_keys(seed):
