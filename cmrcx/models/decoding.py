@@ -61,18 +61,30 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
     HF's warper order: temperature, then top-k (exactly k tokens by rank, ties broken
     by index, so the support never exceeds k), then top-p (the smallest set of most
     likely tokens whose probability reaches top_p; always at least one).
+    With top-k, `jax.lax.top_k` ranks (same ties) and nothing sorts the vocabulary;
+    top-p alone sorts it once. Either way the result is the same array, bit for bit.
     """
     logits = logits.astype(jnp.float32) / temperature
-    order = jnp.argsort(-logits, axis=-1, stable=True)
-    ranked = jnp.take_along_axis(logits, order, axis=-1)
-    keep = jnp.ones(ranked.shape, bool)
-    if top_k > 0:
-        keep &= jnp.arange(ranked.shape[-1]) < top_k
+    vocab = logits.shape[-1]
+    if 0 < top_k < vocab:
+        # Ranked as the sort ranks: -0.0 as 0.0, NaN below every number (top_k alone
+        # puts -0.0 below 0.0 and NaN first).
+        key = jnp.where(logits == 0.0, 0.0, jnp.where(jnp.isnan(logits), -jnp.inf, logits))
+        _, order = jax.lax.top_k(key, top_k)
+        ranked = jnp.take_along_axis(logits, order, axis=-1)
+    else:
+        order = jnp.argsort(-logits, axis=-1, stable=True)
+        ranked = jnp.take_along_axis(logits, order, axis=-1)
     if top_p < 1.0:
-        probs = jax.nn.softmax(jnp.where(keep, ranked, -jnp.inf), axis=-1)
-        keep &= (jnp.cumsum(probs, axis=-1) - probs) < top_p
-    ranked = jnp.where(keep, ranked, -jnp.inf)
-    return jnp.take_along_axis(ranked, jnp.argsort(order, axis=-1), axis=-1)
+        # The softmax and cumsum run over the whole vocabulary (-inf past the top k), as
+        # they always did: the same reductions, so the same roundings.
+        everything = jnp.full(logits.shape, -jnp.inf, jnp.float32)
+        everything = jax.lax.dynamic_update_slice_in_dim(everything, ranked, 0, axis=-1)
+        probs = jax.nn.softmax(everything, axis=-1)
+        keep = (jnp.cumsum(probs, axis=-1) - probs)[..., : ranked.shape[-1]] < top_p
+        ranked = jnp.where(keep, ranked, -jnp.inf)
+    filtered = jnp.full(logits.shape, -jnp.inf, jnp.float32)
+    return jnp.put_along_axis(filtered, order, ranked, axis=-1, inplace=False)
 
 
 def _generate(
