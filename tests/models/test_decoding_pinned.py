@@ -2,13 +2,15 @@
 tiny random T5 (LongLM-shaped) and GPT-2 models, recorded before the decoding loop was
 sped up (issue 22, item 5). The loop may change how it computes a step (top-k without a
 full sort, cache layout, fusion), never what it draws for a seed: a change of these
-tokens is a change of behaviour, not of speed.
+tokens is a change of behaviour, not of speed. Also: the sort-free `filter_logits` and
+`categorical` give the sort-based filter's and jax's arrays, bit for bit.
 """
 
 from __future__ import annotations
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -244,3 +246,48 @@ def test_gpt2_tokens_are_the_recorded_ones(gpt2, case):
     got = CASES[case](*gpt2)
     np.testing.assert_array_equal(got.tokens, PINNED["gpt2"][case][0])
     np.testing.assert_array_equal(got.lengths, PINNED["gpt2"][case][1])
+
+
+def sorted_filter(logits, temperature, top_k, top_p):
+    """`decoding.filter_logits` as it was: one stable sort of the vocabulary, inverted by
+    a second. The sort-free version must give the same array, bit for bit."""
+    logits = logits.astype(jnp.float32) / temperature
+    order = jnp.argsort(-logits, axis=-1, stable=True)
+    ranked = jnp.take_along_axis(logits, order, axis=-1)
+    keep = jnp.ones(ranked.shape, bool)
+    if top_k > 0:
+        keep &= jnp.arange(ranked.shape[-1]) < top_k
+    if top_p < 1.0:
+        probs = jax.nn.softmax(jnp.where(keep, ranked, -jnp.inf), axis=-1)
+        keep &= (jnp.cumsum(probs, axis=-1) - probs) < top_p
+    ranked = jnp.where(keep, ranked, -jnp.inf)
+    return jnp.take_along_axis(ranked, jnp.argsort(order, axis=-1), axis=-1)
+
+
+def test_filter_logits_is_the_sorted_one_bit_for_bit():
+    """Ties (broken by index), -0.0 next to 0.0, -inf and NaN logits included."""
+    rng = np.random.default_rng(0)
+    rows = np.round(rng.normal(size=[4, 301]) * 2).astype(np.float32) / 2  # ties, -0.0
+    rows[1, ::3] = -np.inf
+    rows[2, ::2] = -0.0
+    rows[2, 1::2] = 0.0
+    rows[3, 7] = np.nan
+    for options in [(1.0, 40, 1.0), (0.7, 3, 1.0), (1.0, 0, 0.9), (1.3, 4, 0.8), (1.0, 301, 1.0)]:
+        want = np.asarray(jax.jit(sorted_filter, static_argnums=(1, 2, 3))(rows, *options))
+        got = np.asarray(jax.jit(decoding.filter_logits, static_argnums=(1, 2, 3))(rows, *options))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), str(options))
+
+
+def test_first_argmax_and_categorical_are_jax_s():
+    x = np.array([[0.0, -0.0, 1, np.nan, 1, np.nan], [-0.0, 0.0, -1, -1, -np.inf, np.inf],
+                  [-np.inf] * 6, [2, 1, 2, 0, 0, 2]], np.float32)  # fmt: skip
+    np.testing.assert_array_equal(decoding.first_argmax(x), jnp.argmax(x, axis=-1))
+    logits = jnp.asarray(np.random.default_rng(1).normal(size=[3, 1000]), jnp.float32)
+    key = jax.random.key(5)
+    np.testing.assert_array_equal(
+        decoding.categorical(key, logits), jax.random.categorical(key, logits)
+    )
+    keys = jax.random.split(key, 3)
+    np.testing.assert_array_equal(
+        decoding.categorical(keys, logits), jax.vmap(jax.random.categorical)(keys, logits)
+    )
