@@ -61,18 +61,49 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
     HF's warper order: temperature, then top-k (exactly k tokens by rank, ties broken
     by index, so the support never exceeds k), then top-p (the smallest set of most
     likely tokens whose probability reaches top_p; always at least one).
+    With top-k, `jax.lax.top_k` ranks (same ties) and nothing sorts the vocabulary;
+    top-p alone sorts it once. Either way the result is the same array, bit for bit.
     """
     logits = logits.astype(jnp.float32) / temperature
-    order = jnp.argsort(-logits, axis=-1, stable=True)
-    ranked = jnp.take_along_axis(logits, order, axis=-1)
-    keep = jnp.ones(ranked.shape, bool)
-    if top_k > 0:
-        keep &= jnp.arange(ranked.shape[-1]) < top_k
+    vocab = logits.shape[-1]
+    if 0 < top_k < vocab:
+        # Ranked as the sort ranks: -0.0 as 0.0, NaN below every number (top_k alone
+        # puts -0.0 below 0.0 and NaN first).
+        key = jnp.where(logits == 0.0, 0.0, jnp.where(jnp.isnan(logits), -jnp.inf, logits))
+        _, order = jax.lax.top_k(key, top_k)
+        ranked = jnp.take_along_axis(logits, order, axis=-1)
+    else:
+        order = jnp.argsort(-logits, axis=-1, stable=True)
+        ranked = jnp.take_along_axis(logits, order, axis=-1)
     if top_p < 1.0:
-        probs = jax.nn.softmax(jnp.where(keep, ranked, -jnp.inf), axis=-1)
-        keep &= (jnp.cumsum(probs, axis=-1) - probs) < top_p
-    ranked = jnp.where(keep, ranked, -jnp.inf)
-    return jnp.take_along_axis(ranked, jnp.argsort(order, axis=-1), axis=-1)
+        # The softmax and cumsum run over the whole vocabulary (-inf past the top k), as
+        # they always did: the same reductions, so the same roundings.
+        everything = jnp.full(logits.shape, -jnp.inf, jnp.float32)
+        everything = jax.lax.dynamic_update_slice_in_dim(everything, ranked, 0, axis=-1)
+        probs = jax.nn.softmax(everything, axis=-1)
+        keep = (jnp.cumsum(probs, axis=-1) - probs)[..., : ranked.shape[-1]] < top_p
+        ranked = jnp.where(keep, ranked, -jnp.inf)
+    filtered = jnp.full(logits.shape, -jnp.inf, jnp.float32)
+    return jnp.put_along_axis(filtered, order, ranked, axis=-1, inplace=False)
+
+
+def first_argmax(x) -> jax.Array:
+    """`jnp.argmax(x, axis=-1)` (the first maximum; a NaN is the maximum) as two
+    vectorised reductions: XLA's CPU argmax, one reduce over (value, index) pairs, takes
+    several times longer over a 32,128-token vocabulary. int32 [...]."""
+    top = jnp.max(x, axis=-1, keepdims=True)  # NaN if any
+    hits = (x == top) | jnp.isnan(x)
+    return jnp.min(jnp.where(hits, jnp.arange(x.shape[-1]), x.shape[-1]), axis=-1)
+
+
+def categorical(rng, logits) -> jax.Array:
+    """`jax.random.categorical(rng, logits)`, or `vmap` of it over a key per row
+    (rng [batch]): the same Gumbel noise, argmax(noise + logits) by `first_argmax`."""
+    if rng.ndim == 0:  # one key: the rows draw together
+        noise = jax.random.gumbel(rng, logits.shape, logits.dtype)
+    else:  # a key per row
+        noise = jax.vmap(lambda key: jax.random.gumbel(key, logits.shape[1:], logits.dtype))(rng)
+    return first_argmax(noise + logits)
 
 
 def _generate(
@@ -123,14 +154,11 @@ def _jitted(model: DecodeModel, max_new_tokens: int, temperature, top_k, top_p, 
     if sampling:
 
         def choose(logits, rng):
-            filtered = filter_logits(logits, temperature, top_k, top_p)
-            if rng.ndim == 0:  # one key: the rows draw together
-                return jax.random.categorical(rng, filtered)
-            return jax.vmap(jax.random.categorical)(rng, filtered)  # a key per row
+            return categorical(rng, filter_logits(logits, temperature, top_k, top_p))
     else:
 
         def choose(logits, rng):
-            return jnp.argmax(logits, axis=-1)
+            return first_argmax(logits)
 
     return jax.jit(functools.partial(_generate, model, max_new_tokens, choose))
 

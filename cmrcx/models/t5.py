@@ -14,8 +14,8 @@ a separate matrix without that scaling (v1.1 / mT5).
 Each stack's layers are one scanned module, `layers`, whose parameters carry a
 leading [num_layers] axis. No gin, data, optimizer or mesh here: sharding is the
 rules table in `cmrcx.training.partitioning`. Incremental decoding
-(`init_cache`, `decode_step`) runs the same scanned parameters over a key/value cache
-with a leading [num_layers] axis; `T5DecodeModel` offers them to the loops of
+(`init_cache`, `decode_step`) runs the same parameters layer by layer over a key/value
+cache of one entry per layer; `T5DecodeModel` offers them to the loops of
 `cmrcx.models.decoding` (its `DecodeModel` protocol).
 """
 
@@ -224,6 +224,28 @@ class T5Attention(nn.Module):
         """
         return self.attend(hidden, *self.key_value(key_value_states), position_bias, mask)
 
+    def attend_cached(self, hidden, keys, values, position_bias, mask):
+        """`attend` against keys and values stored as a decoding cache stores them:
+        keys [batch, heads, d_kv, k], values [batch, heads, k, d_kv] (`cache_layout`),
+        the layouts XLA's batched matmuls read in place (keys [batch, k, heads, d_kv]
+        would be transposed, copied, at every decoding step). Same products as `attend`.
+        """
+        query = jnp.swapaxes(self.q(hidden), 1, 2)  # [batch, heads, q, d_kv]
+        scores = jnp.einsum("bhqd,bhdk->bhqk", query, keys).astype(jnp.float32)
+        if position_bias is not None:
+            scores = scores + position_bias
+        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+        probs = jax.nn.softmax(scores, axis=-1).astype(query.dtype)
+        context = jnp.swapaxes(jnp.einsum("bhqk,bhkd->bhqd", probs, values), 1, 2)
+        context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
+        return self.o(context)
+
+
+def cache_layout(key, value):
+    """key, value [batch, k, heads, d_kv] (`T5Attention.key_value`) -> the decoding
+    cache's (keys [batch, heads, d_kv, k], values [batch, heads, k, d_kv])."""
+    return jnp.transpose(key, (0, 2, 3, 1)), jnp.transpose(value, (0, 2, 1, 3))
+
 
 class T5FeedForward(nn.Module):
     """wo(act(wi(x))) (ReLU, v1.0) or wo(gelu_new(wi_0(x)) * wi_1(x)) (gated, v1.1)."""
@@ -276,8 +298,9 @@ class T5Block(nn.Module):
         index=None,
     ):
         """hidden: [batch, length (step: 1), d_model]. Step mode only: self_cache
-        {"key", "value"} [batch, max_length, heads, d_kv], cross_cache the same over the
-        source, index: int32 [] (the new token's position, where it is written).
+        {"key" [batch, heads, d_kv, max_length], "value" [batch, heads, max_length, d_kv]}
+        (`cache_layout`), cross_cache the same over the source, index: int32 [] (the new
+        token's position, where it is written).
         """
         cfg, deterministic = self.config, self.deterministic
         if self.mode == "cross_cache":
@@ -291,16 +314,17 @@ class T5Block(nn.Module):
         normed = T5LayerNorm(cfg, name="pre_self_attention_layer_norm")(hidden)
         self_attention = T5Attention(cfg, deterministic, name="self_attention")
         if self.mode == "step":
-            key, value = self_attention.key_value(normed)  # [batch, 1, heads, d_kv]
-            self_cache = {
+            key, value = cache_layout(*self_attention.key_value(normed))
+            dtype = self_cache["key"].dtype
+            self_cache = {  # written in place: the caller's buffers are the loop's
                 "key": jax.lax.dynamic_update_slice_in_dim(
-                    self_cache["key"], key.astype(self_cache["key"].dtype), index, axis=1
+                    self_cache["key"], key.astype(dtype), index, axis=3
                 ),
                 "value": jax.lax.dynamic_update_slice_in_dim(
-                    self_cache["value"], value.astype(self_cache["value"].dtype), index, axis=1
+                    self_cache["value"], value.astype(dtype), index, axis=2
                 ),
             }
-            attended = self_attention.attend(
+            attended = self_attention.attend_cached(
                 normed, self_cache["key"], self_cache["value"], position_bias, self_mask
             )
         else:
@@ -310,7 +334,7 @@ class T5Block(nn.Module):
             normed = T5LayerNorm(cfg, name="pre_cross_attention_layer_norm")(hidden)
             cross_attention = T5Attention(cfg, deterministic, name="cross_attention")
             if self.mode == "step":
-                attended = cross_attention.attend(
+                attended = cross_attention.attend_cached(
                     normed, cross_cache["key"], cross_cache["value"], None, cross_mask
                 )
             else:
@@ -327,20 +351,17 @@ def _stacked_blocks(
     """All blocks of a stack as one scanned module `layers`: parameters [layers, ...].
 
     As in models/bert.py: one compiled block, and a remat policy that XLA honours
-    on every backend. Every mode has the same parameters; "step" scans the caches
-    (leading [layers] axis) with the parameters and returns the updated self cache
-    stacked the same way.
+    on every backend. Modes "full" and "cross_cache" (a decoding step runs the same
+    parameters layer by layer: `T5Stack`, mode "step").
     """
     block = T5Block
     if cfg.remat_policy != "none" and mode == "full":
         block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False)
-    broadcast = nn.broadcast
-    in_axes = broadcast if mode != "step" else (broadcast,) * 4 + (0, 0, broadcast)
     return nn.scan(
         block,
         variable_axes={"params": 0},
         split_rngs={"params": True, "dropout": True},
-        in_axes=in_axes,
+        in_axes=nn.broadcast,
         length=cfg.num_decoder_layers if is_decoder else cfg.num_layers,
         metadata_params={nn.PARTITION_NAME: "layers"},
     )(cfg, is_decoder, deterministic, mode, name="layers")
@@ -368,28 +389,28 @@ class T5Stack(nn.Module):
         encoder_hidden: [batch, source, d_model] and cross_mask: bool [batch, 1, 1, source]
         (decoder only). Decoder modes (see `T5Block`): "cross_cache" returns the stacked
         cross-attention {"key", "value"} [layers, batch, source, heads, d_kv] of
-        encoder_hidden (other inputs unused); "step" takes one token [batch, 1, d_model]
-        at position `index` (int32 []), the cache of `T5ForConditionalGeneration.init_cache`
-        (self_mask unused) and returns (states [batch, 1, d_model], updated cache).
+        encoder_hidden (other inputs unused) and `layer_params`; "step" takes one token
+        [batch, 1, d_model] at position `index` (int32 []), the cache of
+        `T5ForConditionalGeneration.init_cache` (self_mask unused) and returns (states
+        [batch, 1, d_model], updated cache).
         """
         cfg = self.config
         if mode == "cross_cache":
             _, cross = _stacked_blocks(cfg, True, True, mode)(
                 jnp.zeros(()), None, None, encoder_hidden, None
             )
-            return cross
+            return cross, self.layer_params()
         bias = RelativePositionBias(cfg, not self.is_decoder, name="relative_attention_bias")
         if mode == "step":
             # The new token (query at `index`) against every cache slot; later slots masked.
-            key_positions = jnp.arange(cache["self"]["key"].shape[2])
+            key_positions = jnp.arange(cache["self"][0]["key"].shape[-1])
             position_bias = bias(jnp.reshape(index, [1]), key_positions)
             self_mask = (key_positions <= index)[None, None, None, :]
-            hidden, self_cache = _stacked_blocks(cfg, True, True, mode)(
-                embedded, position_bias, self_mask, None, cross_mask,
-                cache["self"], cache["cross"], index,
-            )  # fmt: skip
+            hidden, self_cache = self._step_layers(
+                embedded, position_bias, self_mask, cross_mask, cache, index
+            )
             hidden = T5LayerNorm(cfg, name="final_layer_norm")(hidden)
-            return hidden, {"self": self_cache, "cross": cache["cross"]}
+            return hidden, {**cache, "self": self_cache}
         positions = jnp.arange(embedded.shape[1])
         position_bias = bias(positions, positions)
         hidden = nn.Dropout(cfg.dropout_rate)(embedded, deterministic=deterministic)
@@ -399,6 +420,28 @@ class T5Stack(nn.Module):
         )
         hidden = T5LayerNorm(cfg, name="final_layer_norm")(hidden)
         return nn.Dropout(cfg.dropout_rate)(hidden, deterministic=deterministic)
+
+    def layer_params(self) -> list:
+        """The scanned blocks' parameters as one tree per layer (slices of `layers`)."""
+        cfg = self.config
+        layers = nn.meta.unbox(self.variables["params"]["layers"])  # [layers, ...] leaves
+        count = cfg.num_decoder_layers if self.is_decoder else cfg.num_layers
+        return [jax.tree.map(lambda x, i=i: x[i], layers) for i in range(count)]
+
+    def _step_layers(self, hidden, position_bias, self_mask, cross_mask, cache, index):
+        """The decoder's blocks on one token, unrolled: block i reads the cache's layer i
+        (its parameters, self and cross entries). A scan would slice every weight and
+        both caches at every step and restack the self cache; here every step reads
+        the buffers `init_cache` made and updates its self cache in place."""
+        block = T5Block(self.config, is_decoder=True, mode="step", parent=None)
+        self_cache = []
+        for params, own, cross in zip(cache["layers"], cache["self"], cache["cross"], strict=True):
+            hidden, own = block.apply(
+                {"params": params}, hidden, position_bias, self_mask, None, cross_mask,
+                own, cross, index,
+            )  # fmt: skip
+            self_cache.append(own)
+        return hidden, self_cache
 
 
 def shift_right(labels, config: T5Config) -> jax.Array:
@@ -503,22 +546,26 @@ class T5ForConditionalGeneration(nn.Module):
         )
 
     def init_cache(self, encoder_hidden, max_length: int):
-        """Decoding cache for `decode_step`: {"self": {"key", "value"} zeros
-        [layers, batch, max_length, heads, d_kv], "cross": {"key", "value"}
-        [layers, batch, source, heads, d_kv]}, the cross-attention keys/values of
-        encoder_hidden [batch, source, d_model], computed once here.
+        """Decoding cache for `decode_step`, three lists of one entry per decoder layer:
+        "self" {"key", "value"} zeros, "cross" the same, the cross-attention keys/values
+        of encoder_hidden [batch, source, d_model], and "layers" the layer's parameters,
+        all computed once here (what every step reads). Keys [batch, heads, d_kv,
+        max_length or source], values [batch, heads, max_length or source, d_kv]
+        (`cache_layout`).
         """
         cfg = self.config
-        cross = self.decoder(None, None, encoder_hidden, mode="cross_cache")
-        shape = (
-            cfg.num_decoder_layers,
-            encoder_hidden.shape[0],
-            max_length,
-            cfg.num_heads,
-            cfg.d_kv,
-        )
-        zeros = jnp.zeros(shape, cross["key"].dtype)
-        return {"self": {"key": zeros, "value": zeros}, "cross": cross}
+        stacked, layers = self.decoder(None, None, encoder_hidden, mode="cross_cache")
+        cross = []
+        for key, value in zip(stacked["key"], stacked["value"], strict=True):
+            key, value = cache_layout(key, value)
+            cross.append({"key": key, "value": value})
+        batch, heads, d_kv, _ = cross[0]["key"].shape
+        dtype = cross[0]["key"].dtype
+        own = {
+            "key": jnp.zeros([batch, heads, d_kv, max_length], dtype),
+            "value": jnp.zeros([batch, heads, max_length, d_kv], dtype),
+        }
+        return {"self": [own] * cfg.num_decoder_layers, "cross": cross, "layers": layers}
 
     def decode_step(self, decoder_input_ids, cache, index, encoder_mask):
         """One incremental decoder step; every row is at the same position.
@@ -624,12 +671,13 @@ class T5DecodeModel:
         return self._apply(params, input_ids, input_mask, method="encode")
 
     def init_cache(self, params, encoded, max_length: int, num_beams: int = 1):
-        """`T5ForConditionalGeneration.init_cache` ([layers, batch, ...] leaves), each row
+        """`T5ForConditionalGeneration.init_cache` ([batch, ...] leaves), each row
         num_beams times (row b * num_beams + k: beam k of input b)."""
         cache = self._apply(params, encoded, max_length, method="init_cache")
         if num_beams == 1:
             return cache
-        return jax.tree.map(lambda x: jnp.repeat(x, num_beams, axis=1), cache)
+        rows = {name: cache[name] for name in ("self", "cross")}
+        return {**cache, **jax.tree.map(lambda x: jnp.repeat(x, num_beams, axis=0), rows)}
 
     def decode_step(self, params, tokens, cache, index, input_mask):
         """(float32 logits [batch, vocab] of the token after `tokens` int [batch] at
@@ -639,5 +687,5 @@ class T5DecodeModel:
     def reorder_cache(self, cache, rows):
         """The self-attention cache of rows int [batch]; the cross-attention keys/values
         stay, as `rows` only moves beams among the beams of one input."""
-        reordered = jax.tree.map(lambda x: jnp.take(x, rows, axis=1), cache["self"])
-        return {"self": reordered, "cross": cache["cross"]}
+        reordered = jax.tree.map(lambda x: jnp.take(x, rows, axis=0), cache["self"])
+        return {**cache, "self": reordered}

@@ -248,10 +248,12 @@ def _check_t5_side(side: dict, tokens: int) -> None:
 
 @pytest.mark.slow  # child processes with jax and torch: ~20 s
 def test_generate_compares_both_sides_per_batch():
-    """Both sides produce all 8 new tokens in every row (EOS disabled) at batches 1 and 2."""
+    """Both sides produce all 8 new tokens in every row (EOS disabled) at batches 1 and 2,
+    sampling, greedy and with beam search (the default methods)."""
     report = run_bench("generate", *TINY_T5, "--target_length", "8", "--batch", "1,2",
                        "--rounds", "1", "--warmup", "1", "--steps", "2")  # fmt: skip
-    assert [r["geometry"]["batch"] for r in report["results"]] == [1, 2]
+    runs = [(r["method"], r["geometry"]["batch"]) for r in report["results"]]
+    assert runs == [(method, batch) for method in t5.METHODS for batch in (1, 2)]
     for result in report["results"]:
         assert result["tokens_per_call"] == 8 * result["geometry"]["batch"]
         for side in ("cmrcx", "torch"):

@@ -1,13 +1,15 @@
-"""T5 / LongLM: cmrcx's sampling and seq2seq train step against transformers' T5.
+"""T5 / LongLM: cmrcx's generation and seq2seq train step against transformers' T5.
 
 generate / train_t5 (T5 v1.0 at LongLM geometry, random init, float32), with the
-harness's children, pinning and alternation, once per batch size. generate: cmrcx's
-`decoding.sample` (one jitted while_loop, KV cache) against transformers'
-`generate(do_sample=True, top_k=40, use_cache=True)`, exactly --target_length new
+harness's children, pinning and alternation, once per batch size. generate: per
+--method, cmrcx's `decoding.sample` / `greedy` / `beam_search` (one jitted while_loop,
+KV cache) against transformers' `generate(do_sample=True, top_k=40)` /
+`(do_sample=False)` / `(num_beams=4)`, use_cache=True, exactly --target_length new
 tokens per row (EOS disabled, see NO_EOS); a "step" is one whole generate call and
-tokens/s counts generated tokens. train_t5: Seq2SeqModel's teacher-forced step under
-the Trainer against T5ForConditionalGeneration(labels=...), both AdamW lr 1e-4 with
-global-norm clipping at 1.0, dropout 0.1; tokens/s counts input + target tokens.
+tokens/s counts generated tokens (beam search: those of the returned hypotheses).
+train_t5: Seq2SeqModel's teacher-forced step under the Trainer against
+T5ForConditionalGeneration(labels=...), both AdamW lr 1e-4 with global-norm clipping
+at 1.0, dropout 0.1; tokens/s counts input + target tokens.
 memory --models longlm_large: the same step's compiled memory at LongLM-large.
 """
 
@@ -23,6 +25,8 @@ from . import harness, steps
 COMMANDS = ("generate", "train_t5")
 WORKER = "_t5_worker"
 TOP_K = 40  # generate: top-k sampling, temperature 1.0
+NUM_BEAMS = 4  # generate --method beam: length_penalty 1.0, early_stopping False
+METHODS = ("sample", "greedy", "beam")
 # generate's cmrcx eos_token_id: no sampled id (0 .. vocab-1) equals it, so no row stops
 # early. The torch side keeps eos 1 and passes min_new_tokens = max_new_tokens, whose
 # logits processor sets EOS's logit to -inf at every step: it never stops early either.
@@ -142,11 +146,17 @@ def cmrcx_step(args, g: Geometry):
     params = jax.block_until_ready(init(jax.random.key(args.seed))["params"])
     calls, lengths = itertools.count(), []
 
+    decode_model = T5DecodeModel(config)
+
     def step():
         rng = jax.random.fold_in(jax.random.key(args.seed), next(calls))
-        out = decoding.sample(
-            T5DecodeModel(config), params, inputs, mask, g.target_length, rng, top_k=TOP_K
-        )
+        call = (decode_model, params, inputs, mask, g.target_length)
+        if args.method == "sample":
+            out = decoding.sample(*call, rng, top_k=TOP_K)
+        elif args.method == "greedy":
+            out = decoding.greedy(*call)
+        else:
+            out = decoding.beam_search(*call, NUM_BEAMS)
         lengths.append(int(np.min(jax.device_get(out.lengths))))  # synchronises
 
     return step, lambda: {"min_new_tokens": min(lengths)}
@@ -189,17 +199,21 @@ def torch_step(args, g: Geometry):
     model.eval()
     lengths = []
 
+    options = {
+        "sample": {"do_sample": True, "top_k": TOP_K, "temperature": 1.0},
+        "greedy": {"do_sample": False, "num_beams": 1},
+        "beam": {"do_sample": False, "num_beams": NUM_BEAMS, "length_penalty": 1.0},
+    }[args.method]
+
     def step():
         with torch.inference_mode():
             out = model.generate(
                 input_ids=batch["inputs"],
                 attention_mask=batch["inputs_mask"],
-                do_sample=True,
-                top_k=TOP_K,
-                temperature=1.0,
                 max_new_tokens=g.target_length,
                 min_new_tokens=g.target_length,
                 use_cache=True,
+                **options,
             )
         lengths.append(out.shape[1] - 1)  # without the decoder start token
 
@@ -219,18 +233,33 @@ def side_summary(runs: list[dict], warmup: int, tokens: int) -> dict:
     return harness.side_summary(runs, warmup, tokens, KEYS, lambda _: {"min_new_tokens": fewest})
 
 
+def methods_of(args) -> list[str]:
+    """generate: the --method list; train_t5: its one step."""
+    if args.command != "generate":
+        return ["train"]
+    methods = args.method.split(",")
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise SystemExit(f"--method {args.method}: use some of {', '.join(METHODS)}")
+    return methods
+
+
 def compare(args) -> dict:
-    """generate / train_t5: alternating cmrcx / torch children per batch size."""
+    """generate / train_t5: alternating cmrcx / torch children per method and batch size."""
     base = Geometry(**{name: getattr(args, name) for name in FIELDS if name != "batch"})
     results = []
-    for batch in [int(b) for b in str(args.batch).split(",")]:
-        g = dataclasses.replace(base, batch=batch)
-        runs = harness.alternate(args, WORKER, g)
-        tokens = tokens_per_call(g, args.command)
+    for method in methods_of(args):
+        for batch in [int(b) for b in str(args.batch).split(",")]:
+            g = dataclasses.replace(base, batch=batch)
+            runs = harness.alternate(args, WORKER, g, method=method)
+            tokens = tokens_per_call(g, args.command)
 
-        summarize = functools.partial(side_summary, warmup=args.warmup, tokens=tokens)
-        sides = harness.compare_sides(runs, summarize, KEYS.median)
-        results.append({"geometry": dataclasses.asdict(g), "tokens_per_call": tokens, **sides})
+            summarize = functools.partial(side_summary, warmup=args.warmup, tokens=tokens)
+            sides = harness.compare_sides(runs, summarize, KEYS.median)
+            geometry = dataclasses.asdict(g)
+            results.append(
+                {"method": method, "geometry": geometry, "tokens_per_call": tokens, **sides}
+            )
     return {
         "benchmark": args.command,
         "machine": harness.machine_info(args.cpus),
@@ -243,7 +272,8 @@ def compare(args) -> dict:
 def setting(command: str, g: Geometry) -> str:
     """The report's one-line description of what both sides do."""
     if command == "generate":
-        return (f"top-k {TOP_K} sampling, temperature 1.0, KV cache, exactly "
+        return (f"sample: top-k {TOP_K} sampling, temperature 1.0; greedy; beam: "
+                f"{NUM_BEAMS} beams, length penalty 1.0; KV cache, exactly "
                 f"{g.target_length} new tokens (cmrcx eos_token_id {NO_EOS}; torch "
                 "min_new_tokens = max_new_tokens masks EOS)")  # fmt: skip
     return (f"teacher-forced step, dropout 0.1, AdamW lr {LEARNING_RATE} eps 1e-6 "
@@ -263,7 +293,8 @@ def print_report(report: dict) -> None:
     if report["benchmark"] == "generate":
         rows.append(("fewest new tokens in a row", "min_new_tokens", "{}"))
     for result in report["results"]:
-        print(f"\ngeometry: {result['geometry']}; tokens/call {result['tokens_per_call']}")
+        method = f"method {result['method']}; " if report["benchmark"] == "generate" else ""
+        print(f"\n{method}geometry: {result['geometry']}; tokens/call {result['tokens_per_call']}")
         harness.print_sides(result, "torch", rows)
 
 
@@ -282,6 +313,9 @@ def add_commands(commands) -> None:
         sub.add_argument("--target_length", type=int, default=target,
                          help="generate: new tokens; train_t5: target tokens")  # fmt: skip
         sub.add_argument("--batch", default=batch, help="batch size(s), comma-separated")
+        methods = {"generate": ",".join(METHODS), "train_t5": "train"}.get(name, "sample")
+        sub.add_argument("--method", default=methods,
+                         help="generate: some of " + ",".join(METHODS))  # fmt: skip
         harness.add_timing_flags(sub, "calls", "as train's")
     harness.add_worker_flags(commands.choices[WORKER], COMMANDS)
 
