@@ -25,8 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from cmrcx.cli import launch
-from cmrcx.common import paths
+from cmrcx.common import hugepages
+
+if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
+    hugepages.restart_with_hugepages()
+
+from cmrcx.cli import launch  # noqa: E402
+from cmrcx.common import paths  # noqa: E402
 
 FLAGS = (
     ("--split", {"default": None, "help": "split to score (default: the run's eval split)"}),

@@ -67,12 +67,17 @@ import json
 import os
 from collections.abc import Sequence
 
-import gin
+from cmrcx.common import hugepages
 
-from cmrcx.benchmarks.records import is_json_int
-from cmrcx.cli import launch
-from cmrcx.common import paths
-from cmrcx.common.errors import ConfigError, DataFormatError
+if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
+    hugepages.restart_with_hugepages()
+
+import gin  # noqa: E402
+
+from cmrcx.benchmarks.records import is_json_int  # noqa: E402
+from cmrcx.cli import launch  # noqa: E402
+from cmrcx.common import paths  # noqa: E402
+from cmrcx.common.errors import ConfigError, DataFormatError  # noqa: E402
 
 DECODINGS = ("greedy", "sample", "beam")
 SENTENCEPIECE_FILE = "spiece.model"  # a T5 export's vocabulary (GPT-2's: vocab.txt)

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import json
 
-from cmrcx.cli import launch
+from cmrcx.common import hugepages
+
+if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
+    hugepages.restart_with_hugepages()
+
+from cmrcx.cli import launch  # noqa: E402
 
 
 def main(argv) -> None:

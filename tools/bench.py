@@ -14,11 +14,12 @@ step's compiled memory.
     .venv/bin/python tools/bench.py memory --models longlm_large --batch 12 --seq 512
     .venv/bin/python tools/bench.py firststep --task clue_chid11 --scale 1.0  # time to step 1
     .venv/bin/python tools/bench.py evalpath --task clue_c311 --scale 1.0     # eval vs forward
+    .venv/bin/python tools/bench.py layerops                                  # a BERT layer's ops
 
 The code is in tools/benchkit/: harness.py (child processes, pinning, alternation,
 medians, machine info), steps.py (timing inside a child), flops.py, one module per
 model family (bert.py, t5.py, outgen.py; registered in families.py), input_pipeline.py,
-firststep.py (+ synthetic.py: official-format files), memory.py and cli.py.
+firststep.py (+ synthetic.py: official-format files), layerops.py, memory.py and cli.py.
 """
 
 import sys

@@ -36,10 +36,11 @@ import jax
 import numpy as np
 import seqio
 
+from cmrcx.common.progress import Progress
+
 STORE_VERSION = 1  # bump when the file layout changes
 FEATURES_FILE = "features.json"
 CHUNK = 256  # examples per write while building
-PROGRESS_SECONDS = 5.0
 # A new store of a task's split removes the others of that split not used for this long
 # (older data, configurations or code; ChID's training split takes GBs).
 UNUSED_DAYS = 7
@@ -156,7 +157,11 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
     dataset = task.get_dataset(sequence_length=None, split=split, shuffle=False, use_cached=False)
-    progress = _Progress(f"preparing {task.name} {split} examples")
+    progress = Progress(
+        f"preparing {task.name} {split} examples",
+        shown=jax.process_index() == 0,
+        note=" (once; cached for later runs)",
+    )
     files, strings, numeric, count = {}, {}, {}, 0
     try:
         for chunk in dataset.batch(CHUNK).prefetch(2).as_numpy_iterator():
@@ -179,7 +184,7 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
     meta = {"count": count, "numeric": numeric, "strings": sorted(strings)}
     with open(os.path.join(partial, FEATURES_FILE), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=1)
-    progress.done(count, directory)
+    progress.done(count, f" -> {directory}")
     try:
         os.rename(partial, directory)
     except OSError:  # another host (or process) put a whole copy there first
@@ -237,28 +242,3 @@ def file_digest(paths: Sequence[str], suffix: str = "") -> str:
             with open(path, "rb") as f:
                 digest.update(hashlib.file_digest(f, "sha1").digest())
     return digest.hexdigest()
-
-
-class _Progress:
-    """`preparing X: 12,288 (2,210/s)` every PROGRESS_SECONDS, from process 0."""
-
-    def __init__(self, what: str):
-        self.what, self.start = what, time.perf_counter()
-        self.last = self.start
-        self.shown = jax.process_index() == 0
-        self._print(f"{what} (once; cached for later runs) ...")
-
-    def _print(self, line: str) -> None:
-        if self.shown:
-            print(line, flush=True)
-
-    def update(self, count: int) -> None:
-        now = time.perf_counter()
-        if now - self.last >= PROGRESS_SECONDS:
-            self.last = now
-            rate = count / (now - self.start)
-            self._print(f"{self.what}: {count:,} ({rate:,.0f}/s)")
-
-    def done(self, count: int, directory: str) -> None:
-        seconds = time.perf_counter() - self.start
-        self._print(f"{self.what}: {count:,} in {seconds:.1f} s -> {directory}")

@@ -3,6 +3,7 @@ tools/make_cmrc2019_corpus.py."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -14,6 +15,7 @@ import pytest
 from support import REPO_ROOT
 
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
+from cmrcx.common import hugepages
 
 TOOLS = REPO_ROOT / "tools"
 # 2 layers, hidden 64, 512-token vocabulary, 64-token windows: seconds per side.
@@ -191,6 +193,41 @@ def test_side_summary_uses_the_family_names():
     assert summary["seconds_per_round"] == [run["step_seconds"]] * 2
     assert summary["minor_faults_per_step"] == 5.0
     assert summary["compile_seconds"] == {"backend_compile_duration": 3.0}
+    assert summary["round_medians"] == [2.0, 2.0] and summary["spread"] == 0.0
+
+
+def test_rounds_report_their_medians_spread_and_ratios():
+    """Each round's median, (max - min) / median of them, and the ratio round by round."""
+    counters = dict.fromkeys(harness.KERNEL_COUNTERS, 0.0)
+    cmrcx = [
+        {"step_seconds": [9.0, 1.0, 1.0], **counters},
+        {"step_seconds": [9.0, 3.0, 3.0], **counters},
+    ]
+    torch = [
+        {"step_seconds": [9.0, 4.0, 4.0], **counters},
+        {"step_seconds": [9.0, 3.0, 3.0], **counters},
+    ]
+    summarize = functools.partial(harness.side_summary, warmup=1, tokens=1, keys=t5.KEYS,
+                                  figures=lambda _: {})  # fmt: skip
+    sides = harness.compare_sides({"cmrcx": cmrcx, "torch": torch}, summarize, "median_seconds")
+    assert sides["cmrcx"]["round_medians"] == [1.0, 3.0]
+    assert sides["cmrcx"]["spread"] == (3.0 - 1.0) / 2.0  # the median over all timed steps
+    assert sides["speed_ratio_per_round"] == [4.0, 1.0]
+
+
+def test_cmrcx_children_run_as_the_user_command_does(monkeypatch):
+    """Without --glibc_tunables the cmrcx child gets what `python -m cmrcx.train`
+    re-executes with; the torch child the environment as it is; with it, both alike."""
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.delenv(hugepages.SWITCH, raising=False)
+    args = cli.build_parser().parse_args(["train"])
+    expected = hugepages.process_environment()
+    cmrcx_env = harness.side_environment(args, "cmrcx")
+    assert cmrcx_env.get("GLIBC_TUNABLES") == (expected or {}).get("GLIBC_TUNABLES")
+    assert "GLIBC_TUNABLES" not in harness.side_environment(args, "torch")
+    args = cli.build_parser().parse_args(["train", "--glibc_tunables", "glibc.malloc.hugetlb=0"])
+    for side in harness.SIDES:
+        assert harness.side_environment(args, side)["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=0"
 
 
 def test_input_pipeline_rate():
@@ -342,3 +379,14 @@ def test_gpt2_commands_compare_both_sides(command):
     for side in ("cmrcx", "torch"):
         _check_t5_side(result[side], tokens)
         assert result[side]["min_new_tokens"] == 8
+
+
+def test_layerops_times_each_op_on_both_sides():
+    report = run_bench("layerops", "--batch", "1", "--seq", "16", "--hidden", "32", "--heads", "2",
+                       "--intermediate", "64", "--rounds", "1", "--steps", "2")  # fmt: skip
+    cmrcx, torch = report["milliseconds"]["cmrcx"], report["milliseconds"]["torch"]
+    assert set(cmrcx) < set(torch) and "sdpa (fused scores + softmax + context)" in torch
+    assert all(0 < ms < math.inf for ms in [*cmrcx.values(), *torch.values()])
+    assert report["attention_core_ms"]["cmrcx"] == pytest.approx(
+        cmrcx["scores"] + cmrcx["softmax"] + cmrcx["context"]
+    )

@@ -12,7 +12,9 @@ import math
 import os
 import sys
 
-from . import families, firststep, harness, input_pipeline, memory, steps
+from cmrcx.common import hugepages
+
+from . import families, firststep, harness, input_pipeline, layerops, memory, steps
 
 DESCRIPTION = (
     "Benchmarks: cmrcx's BERT cloze and classification steps against Hugging Face's "
@@ -24,6 +26,7 @@ IN_PROCESS = {  # subcommand: (run, print)
     "memory": (memory.bench_memory, memory.print_memory),
     "firststep": (firststep.bench_firststep, firststep.print_firststep),
     "evalpath": (firststep.bench_evalpath, firststep.print_evalpath),
+    "layerops": (layerops.bench_layerops, layerops.print_layerops),
 }
 
 
@@ -35,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     input_pipeline.add_command(commands)
     memory.add_command(commands)
     firststep.add_command(commands)
+    layerops.add_command(commands)
     default_cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))
     for sub in commands.choices.values():
         sub.add_argument("--cpus", default=default_cpus, help="CPU list for taskset")
@@ -57,6 +61,8 @@ def main() -> None:
             steps.run_worker(args, family)
         return
     if family is None:
+        # In this process, as `python -m cmrcx.train` runs: with glibc's huge-page tunable.
+        hugepages.restart_with_hugepages()
         os.sched_setaffinity(0, [int(cpu) for cpu in args.cpus.split(",")])
         sys.path.insert(0, str(harness.REPO_ROOT))
         run, show = IN_PROCESS[args.command]

@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from cmrcx.common import hugepages
+
 from . import harness, synthetic
 
 RESULT = "FIRSTSTEP_RESULT "
@@ -104,6 +106,7 @@ def child(task: str, data_dir: str, model_dir: str, cache: str, resume: bool) ->
 
 def _spawn(args, code: str, log) -> dict:
     env = {**os.environ, "PYTHONPATH": f"{harness.TOOLS}:{harness.REPO_ROOT}"}
+    env = hugepages.process_environment(env) or env  # as `python -m cmrcx.train` runs
     process = subprocess.Popen(
         [sys.executable, "-c", code],
         env=env,

@@ -23,12 +23,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cmrcx.common import hugepages
+
 TOOLS = Path(__file__).resolve().parent.parent
 REPO_ROOT = TOOLS.parent
 BENCH_SCRIPT = TOOLS / "bench.py"  # the children run the same entry as the parent
 RESULT_PREFIX = "BENCH_RESULT "
 SIDES = ("cmrcx", "torch")
 KERNEL_COUNTERS = ("minor_faults_per_step", "system_seconds_per_step", "user_seconds_per_step")
+LOAD_AT_START = os.getloadavg()  # the parent imports this module first: the load before it ran
 
 
 # ---------------------------------------------------------------- flags
@@ -67,14 +70,25 @@ def run_child(args, side: str, command: list[str]) -> dict:
     """Runs a worker command pinned to args.cpus (taskset); returns its result."""
     if shutil.which("taskset"):
         command = ["taskset", "-c", args.cpus, *command]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_ROOT)}
-    if args.glibc_tunables is not None:  # read by glibc at process start: both sides alike
-        env["GLIBC_TUNABLES"] = args.glibc_tunables
+    env = side_environment(args, side)
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
     if proc.returncode or not lines:
         raise RuntimeError(f"{side} worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(lines[-1][len(RESULT_PREFIX) :])
+
+
+def side_environment(args, side: str) -> dict[str, str]:
+    """A child's environment. --glibc_tunables: both sides alike (glibc reads it at process
+    start). Without it each side gets what its user's command runs with: the cmrcx side the
+    huge-page tunable `python -m cmrcx.train` re-executes itself with
+    (cmrcx.common.hugepages), the torch side the environment as it is."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_ROOT)}
+    if args.glibc_tunables is not None:
+        return {**env, "GLIBC_TUNABLES": args.glibc_tunables}
+    if side == "cmrcx":
+        return hugepages.process_environment(env) or env
+    return env
 
 
 def print_result(result: dict) -> None:
@@ -116,6 +130,10 @@ def side_summary(runs: list[dict], warmup: int, tokens: int, keys: SummaryKeys, 
     summary[keys.first] = first
     summary["first_over_steady"] = first / median
     summary[keys.per_round] = [run["step_seconds"] for run in runs]
+    # One median per child (round): how far the rounds disagree, as (max - min) / median.
+    rounds = [statistics.median(run["step_seconds"][warmup:]) for run in runs]
+    summary["round_medians"] = rounds
+    summary["spread"] = (max(rounds) - min(rounds)) / median
     for key in KERNEL_COUNTERS:
         summary[key] = statistics.median(run[key] for run in runs)
     if "compile_events" in runs[0]:
@@ -130,7 +148,13 @@ def compare_sides(runs: dict[str, list[dict]], summarize, median_key: str) -> di
     """Both sides' summaries and the throughput ratio (> 1: cmrcx is faster)."""
     cmrcx, torch = (summarize(runs[side]) for side in SIDES)
     ratio = torch[median_key] / cmrcx[median_key]
-    return {"cmrcx": cmrcx, "torch": torch, "speed_ratio_cmrcx_over_torch": ratio}
+    per_round = [t / c for c, t in zip(cmrcx["round_medians"], torch["round_medians"], strict=True)]
+    return {
+        "cmrcx": cmrcx,
+        "torch": torch,
+        "speed_ratio_cmrcx_over_torch": ratio,
+        "speed_ratio_per_round": per_round,
+    }
 
 
 def method(args) -> dict:
@@ -139,7 +163,9 @@ def method(args) -> dict:
         "rounds": args.rounds,
         "warmup": args.warmup,
         "steps": args.steps,
-        "glibc_tunables": args.glibc_tunables or os.environ.get("GLIBC_TUNABLES"),
+        "glibc_tunables": {
+            side: side_environment(args, side).get("GLIBC_TUNABLES") for side in SIDES
+        },
     }
 
 
@@ -165,7 +191,9 @@ def machine_info(cpus: str) -> dict:
         "cpus_used": cpus,
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        # Other processes on the machine skew timings: the 1/5/15-minute load at the end.
+        # Other processes on the machine skew timings: the 1/5/15-minute load at the start
+        # (before the first child) and at the end.
+        "load_average_start": list(LOAD_AT_START),
         "load_average": list(os.getloadavg()),
         "versions": versions,
         "command": " ".join(["python", *sys.argv]),
@@ -195,8 +223,10 @@ def print_header(report: dict) -> None:
     versions = " ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
     print(f"# {report['benchmark']}: {m['cpu']}, {m['cores']} cores (using CPUs {m['cpus_used']})")
     print(f"# {m['date']}  python {m['python']}  {versions}")
+    start = " ".join(f"{x:.2f}" for x in m.get("load_average_start", ()))
     load = " ".join(f"{x:.2f}" for x in m["load_average"])
-    print(f"# {m['command']}  (git {m['git']}, load average {load})")
+    print(f"# {m['command']}  (git {m['git']})")
+    print(f"# load average (1, 5, 15 min) at start {start or '?'}, at end {load}")
 
 
 def print_sides(result: dict, torch_label: str, rows) -> None:
@@ -208,4 +238,10 @@ def print_sides(result: dict, torch_label: str, rows) -> None:
         print(f"{label:28}{fmt.format(c[key] * factor):>16}{fmt.format(t[key] * factor):>16}")
     compile_text = ", ".join(f"{k} {v:.2f}" for k, v in c.get("compile_seconds", {}).items())
     print(f"cmrcx compile (s): {compile_text}")
-    print(f"speed ratio cmrcx / torch: {result['speed_ratio_cmrcx_over_torch']:.3f}")
+    for side, label in (("cmrcx", "cmrcx"), ("torch", torch_label)):
+        rounds = ", ".join(f"{x:.3f}" for x in result[side].get("round_medians", ()))
+        spread = result[side].get("spread", float("nan"))
+        print(f"{label} median per round (s): {rounds}  (spread (max-min)/median {spread:.1%})")
+    print(f"speed ratio cmrcx / torch: {result['speed_ratio_cmrcx_over_torch']:.3f}", end="")
+    per_round = ", ".join(f"{x:.3f}" for x in result.get("speed_ratio_per_round", ()))
+    print(f"  (per round: {per_round})" if per_round else "")

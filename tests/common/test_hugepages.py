@@ -1,0 +1,88 @@
+"""cmrcx.common.hugepages: the entry points re-execute once with glibc's huge-page tunable."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+from support import REPO_ROOT
+
+from cmrcx.common import hugepages
+
+MADVISE = "always [madvise] never"
+
+
+def test_the_tunable_is_added_once_and_after_the_users_own():
+    env = hugepages.environment_to_restart_with({"A": "1"}, MADVISE, "glibc")
+    assert env["GLIBC_TUNABLES"] == hugepages.TUNABLE and env["A"] == "1"
+    assert env[hugepages.SWITCH] == "1"  # the re-executed process does not restart again
+    assert hugepages.environment_to_restart_with(env, MADVISE, "glibc") is None
+    user = {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}
+    env = hugepages.environment_to_restart_with(user, MADVISE, "glibc")
+    assert env["GLIBC_TUNABLES"] == f"glibc.malloc.arena_max=2:{hugepages.TUNABLE}"
+
+
+@pytest.mark.parametrize(
+    "environ, thp, libc",
+    [
+        ({hugepages.SWITCH: "0"}, MADVISE, "glibc"),  # the user's switch
+        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, MADVISE, "glibc"),  # the user's value
+        ({}, "always madvise [never]", "glibc"),  # huge pages off
+        ({}, None, "glibc"),  # no transparent huge pages in this kernel
+        ({}, MADVISE, ""),  # musl and the like: GLIBC_TUNABLES means nothing
+    ],
+)
+def test_nothing_changes_where_it_cannot_help(environ, thp, libc):
+    assert hugepages.environment_to_restart_with(environ, thp, libc) is None
+
+
+def test_a_command_restarts_itself_once_with_the_same_pid_and_arguments(tmp_path):
+    """A script that calls restart_with_hugepages() first runs again with the tunable."""
+    script = tmp_path / "entry.py"
+    script.write_text(
+        "import os, sys\n"
+        "print('start', os.getpid(), flush=True)\n"
+        "from cmrcx.common import hugepages\n"
+        "hugepages.restart_with_hugepages()\n"
+        "print('run', os.getpid(), os.environ.get('GLIBC_TUNABLES'), sys.argv[1:])\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", hugepages.SWITCH)}
+    expected = hugepages.process_environment(environ)
+    proc = subprocess.run(
+        [sys.executable, "-u", str(script), "--gin_file=x.gin"],
+        capture_output=True, text=True, env=environ, check=True, timeout=60,
+    )  # fmt: skip
+    lines = proc.stdout.splitlines()
+    starts, runs = (
+        [ln for ln in lines if ln.startswith("start")],
+        [ln for ln in lines if ln.startswith("run")],
+    )
+    assert len(runs) == 1 and runs[0].endswith("['--gin_file=x.gin']")
+    if expected is None:  # this machine cannot use it: one start, nothing set
+        assert len(starts) == 1 and " None " in runs[0]
+    else:
+        assert len(starts) == 2 and len({ln.split()[1] for ln in starts + runs}) == 1  # one pid
+        assert f" {hugepages.TUNABLE} " in runs[0]
+
+
+@pytest.mark.parametrize("entry", ["train", "eval", "generate"])
+def test_entries_restart_before_jax_or_tensorflow_load(entry):
+    """The call sits under `if __name__ == "__main__":` before any other cmrcx import."""
+    tree = ast.parse((REPO_ROOT / "cmrcx" / f"{entry}.py").read_text())
+    body = [node for node in tree.body if not isinstance(node, ast.Expr)]  # the docstring
+    first_cmrcx = next(
+        i for i, node in enumerate(body)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cmrcx")
+    )  # fmt: skip
+    assert ast.unparse(body[first_cmrcx]) == "from cmrcx.common import hugepages"
+    guard = body[first_cmrcx + 1]
+    assert isinstance(guard, ast.If) and "__main__" in ast.unparse(guard.test)
+    assert ast.unparse(guard.body[0]) == "hugepages.restart_with_hugepages()"
+    before = body[:first_cmrcx]  # only the standard library loads before the restart
+    modules = [n.module for n in before if isinstance(n, ast.ImportFrom)]
+    modules += [a.name for n in before if isinstance(n, ast.Import) for a in n.names]
+    stdlib = sys.stdlib_module_names | {"__future__"}
+    assert all(module.split(".")[0] in stdlib for module in modules), modules
