@@ -247,18 +247,16 @@ def print_evalpath(report: dict) -> None:
     print(f"evaluation / forward: {report['ratio']:.2f}x (issue 22 item 3: <= 1.5x)")
 
 
+COMMANDS = (  # name, tasks, default task, help
+    ("firststep", TASKS, "clue_chid11",
+     "time to a run's first step on full-size synthetic official files (issue 22)"),
+    ("evalpath", EVAL_TASKS, "clue_c311",
+     "scoring throughput of the real eval path vs the jitted forward alone"),
+)  # fmt: skip
+
+
 def add_command(commands) -> None:
-    sub = commands.add_parser(
-        "firststep",
-        help="time to a run's first step on full-size synthetic official files (issue 22)",
-        description=__doc__,
-    )
-    sub.add_argument("--task", choices=TASKS, default="clue_chid11")
-    sub.add_argument("--scale", type=float, default=1.0, help="fraction of the official size")
-    sub = commands.add_parser(
-        "evalpath",
-        help="scoring throughput of the real eval path vs the jitted forward alone",
-        description=__doc__,
-    )
-    sub.add_argument("--task", choices=EVAL_TASKS, default="clue_c311")
-    sub.add_argument("--scale", type=float, default=1.0, help="fraction of the official size")
+    for name, tasks, default, help_text in COMMANDS:
+        sub = commands.add_parser(name, help=help_text, description=__doc__)
+        sub.add_argument("--task", choices=tasks, default=default)
+        sub.add_argument("--scale", type=float, default=1.0, help="fraction of the official size")

@@ -15,24 +15,17 @@ warm-up calls.
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
-from . import harness
+from . import harness, steps
 
 OPS = ("qkv", "attention_output", "ffn_in", "ffn_out", "scores", "softmax", "context", "gelu")
 
 
-def _median_ms(fn, steps: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+def _median_ms(fn, count: int) -> float:
+    steps.timed(fn, 2)  # warm-up (the first JAX call compiles)
+    return 1000 * statistics.median(steps.timed(fn, count))
 
 
 def _arrays(args) -> dict[str, np.ndarray]:
