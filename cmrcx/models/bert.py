@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from cmrcx.models.common import (
     REMAT_POLICIES,
+    attention_by_head,
     check_compute_options,
     kernel_init,
     zeros_init,
@@ -187,10 +188,15 @@ class BertSelfAttention(nn.Module):
         projections = [_ProjectionParams(cfg, name=name)() for name in ("query", "key", "value")]
         query, key, value = _fused_projection(cfg, hidden, projections)
         query = query / jnp.sqrt(cfg.head_dim).astype(query.dtype)
-        scores = jnp.einsum("bqhd,bkhd->bhqk", query, key) + attention_bias.astype(query.dtype)
-        probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(query.dtype)
-        probs = nn.Dropout(cfg.attention_dropout)(probs, deterministic=deterministic)
-        context = jnp.einsum("bhqk,bkhd->bqhd", probs, value)
+        if deterministic and jax.default_backend() == "cpu":
+            # No dropout on the probabilities: a few heads at a time, in cache.
+            context = attention_by_head(query, key, value, attention_bias)
+        else:
+            scores = jnp.einsum("bqhd,bkhd->bhqk", query, key)
+            scores = scores + attention_bias.astype(query.dtype)
+            probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(query.dtype)
+            probs = nn.Dropout(cfg.attention_dropout)(probs, deterministic=deterministic)
+            context = jnp.einsum("bhqk,bkhd->bqhd", probs, value)
         context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
         out = nn.DenseGeneral(
             cfg.hidden_size,

@@ -2,12 +2,14 @@
 
 Where a BERT-base forward's time goes, op by op, on the same 2 CPUs: the four dense
 matmuls (fused Q/K/V, attention output, the feed-forward pair) and the attention core
-as `cmrcx.models.bert.BertSelfAttention` computes it (two batched einsums and a float32
-softmax over the [batch, heads, length, length] scores) against the same ops in
+as `cmrcx.models.bert.BertSelfAttention` computes it: in training two batched einsums and
+a float32 softmax over the [batch, heads, length, length] scores, in inference on CPU
+`cmrcx.models.common.attention_by_head` (a few heads at a time); against the same ops in
 PyTorch and its fused `scaled_dot_product_attention` kernel (what transformers' "sdpa"
-attention runs). Both sides run in this process, jitted ops on JAX's side, in
-`--rounds` alternating rounds; each figure is the median of `--steps` calls after 2
-warm-up calls.
+attention runs). The last lines bound the whole layer's ratio: PyTorch's layer time over
+cmrcx's dense matmuls alone, what cmrcx would reach if everything else took no time.
+Both sides run in this process, jitted ops on JAX's side, in `--rounds` alternating
+rounds; each figure is the median of `--steps` calls after 2 warm-up calls.
 
     .venv/bin/python tools/bench.py layerops      # batch 8 x 512, BERT-base widths
 """
@@ -20,7 +22,9 @@ import numpy as np
 
 from . import harness, steps
 
-OPS = ("qkv", "attention_output", "ffn_in", "ffn_out", "scores", "softmax", "context", "gelu")
+DENSE = ("qkv", "attention_output", "ffn_in", "ffn_out")
+BY_HEAD = "attention by head (inference)"
+SDPA = "sdpa (fused scores + softmax + context)"
 
 
 def _median_ms(fn, count: int) -> float:
@@ -48,7 +52,11 @@ def _jax_ops(a: dict[str, np.ndarray]) -> dict:
     import jax
     import jax.numpy as jnp
 
+    from cmrcx.models.common import attention_by_head
+
     x = {k: jnp.asarray(v) for k, v in a.items()}
+    no_padding = jnp.zeros((x["q"].shape[0], 1, 1, x["q"].shape[1]))
+    by_head = jax.jit(lambda q: attention_by_head(q, q, q, no_padding))
     matmul = jax.jit(jnp.matmul)
     scores = jax.jit(lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k))
     softmax = jax.jit(lambda s: jax.nn.softmax(s, axis=-1))
@@ -63,6 +71,7 @@ def _jax_ops(a: dict[str, np.ndarray]) -> dict:
         "softmax": lambda: softmax(x["p"]),
         "context": lambda: context(x["p"], x["q"]),
         "gelu": lambda: gelu(x["h"]),
+        BY_HEAD: lambda: by_head(x["q"]),
     }
     return {name: (lambda call=call: call().block_until_ready()) for name, call in calls.items()}
 
@@ -83,9 +92,7 @@ def _torch_ops(a: dict[str, np.ndarray], threads: int) -> dict:
         "softmax": lambda: torch.softmax(x["p"], -1),
         "context": lambda: torch.einsum("bhqk,bkhd->bqhd", x["p"], x["q"]),
         "gelu": lambda: torch.nn.functional.gelu(x["h"]),
-        "sdpa (fused scores + softmax + context)": lambda: sdpa(
-            heads_first, heads_first, heads_first
-        ),
+        SDPA: lambda: sdpa(heads_first, heads_first, heads_first),
     }
 
     def no_grad(call):
@@ -111,6 +118,7 @@ def bench_layerops(args) -> dict:
         for side, ops in rounds.items()
     }
     core = ("scores", "softmax", "context")
+    torch_layer = sum(medians["torch"][name] for name in (*DENSE, SDPA, "gelu"))
     return {
         "benchmark": "layerops",
         "machine": harness.machine_info(args.cpus),
@@ -119,7 +127,12 @@ def bench_layerops(args) -> dict:
         "milliseconds_per_round": rounds,
         "attention_core_ms": {
             "cmrcx": sum(medians["cmrcx"][name] for name in core),
-            "torch_sdpa": medians["torch"]["sdpa (fused scores + softmax + context)"],
+            "cmrcx_by_head": medians["cmrcx"][BY_HEAD],
+            "torch_sdpa": medians["torch"][SDPA],
+        },
+        "layer_bound": {
+            "torch_layer_ms": torch_layer,
+            "cmrcx_dense_ms": sum(medians["cmrcx"][name] for name in DENSE),
         },
     }
 
@@ -129,12 +142,20 @@ def print_layerops(report: dict) -> None:
     print(f"shape: {report['shape']}; median ms per call (rounds alternate the sides)")
     c, t = report["milliseconds"]["cmrcx"], report["milliseconds"]["torch"]
     print(f"{'op':42}{'cmrcx (JAX)':>14}{'torch':>10}")
-    for name in t:
+    for name in (*t, BY_HEAD):
+        theirs = f"{t[name]:.1f}" if name in t else "-"
         mine = f"{c[name]:.1f}" if name in c else "-"
-        print(f"{name:42}{mine:>14}{t[name]:>10.1f}")
-    core = report["attention_core_ms"]
-    print(f"attention core: cmrcx scores + softmax + context {core['cmrcx']:.1f} ms, "
-          f"torch fused SDPA {core['torch_sdpa']:.1f} ms")  # fmt: skip
+        print(f"{name:42}{mine:>14}{theirs:>10}")
+    core, bound = report["attention_core_ms"], report["layer_bound"]
+    print(
+        f"attention core: cmrcx scores + softmax + context {core['cmrcx']:.1f} ms, "
+        f"by head {core['cmrcx_by_head']:.1f} ms; torch fused SDPA {core['torch_sdpa']:.1f} ms"
+    )
+    torch_layer, dense = bound["torch_layer_ms"], bound["cmrcx_dense_ms"]
+    print(
+        f"torch layer (dense + SDPA + GeLU) {torch_layer:.1f} ms; cmrcx dense matmuls alone "
+        f"{dense:.1f} ms: cmrcx / torch is at most {torch_layer / dense:.2f}x"
+    )
 
 
 def add_command(commands) -> None:
