@@ -46,7 +46,6 @@ import jax
 import numpy as np
 import seqio
 import tensorflow as tf
-import tensorflow_datasets as tfds
 
 from cmrcx.benchmarks.clue import c3, chid, cmrc2018_evaluate, cmrc2018_format, cmrc2018_xlnet
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
@@ -88,11 +87,37 @@ def _texts(values) -> tuple[str, ...]:
     return tuple(_text(v) for v in values)
 
 
+# Records come out of TFDS this many at a time: tf.data's iterator costs about 0.2 ms per
+# element, which was 112 s for ChID's 576k training blanks read one by one (5,100
+# records/s); a batch of 4096 at a time reads a 57,597-blank ChID split in 0.4 s instead
+# of 10.3 s (AMD EPYC, 2 cores).
+READ_BATCH = 4096
+
+
 def _read(dataset: tf.data.Dataset, name: str, split: str):
-    """A TFDS split's records as NumPy, with a progress line: ChID's 577k training blanks
-    take minutes to read (process 0 prints; every process reads)."""
+    """A TFDS split's records in file order, each a dict of NumPy values as
+    `tfds.as_numpy` gives them, with a progress line (process 0 prints; every process
+    reads)."""
     shown = jax.process_index() == 0
-    return progress.counted(tfds.as_numpy(dataset), f"reading {name} {split} records", shown)
+    return progress.counted(_records(dataset), f"reading {name} {split} records", shown)
+
+
+def _records(dataset: tf.data.Dataset):
+    for batch in dataset.ragged_batch(READ_BATCH):
+        fields = {name: _rows(value) for name, value in batch.items()}
+        for i in range(len(fields[next(iter(fields))])):
+            yield {name: rows[i] for name, rows in fields.items()}
+
+
+def _rows(value) -> Sequence:
+    """A batched field as one NumPy value per record; sequence fields (candidates,
+    answers) come batched as RaggedTensors and leave as NumPy arrays."""
+    if isinstance(value, tf.RaggedTensor):
+        if value.ragged_rank != 1:
+            return [np.asarray(row) for row in value.to_list()]
+        splits = value.row_splits.numpy()
+        return np.split(value.flat_values.numpy(), splits[1:-1])
+    return value.numpy()
 
 
 def load_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None) -> list:
