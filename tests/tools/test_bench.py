@@ -393,3 +393,23 @@ def test_layerops_times_each_op_on_both_sides():
     )
     dense = ("qkv", "attention_output", "ffn_in", "ffn_out")
     assert report["layer_bound"]["cmrcx_dense_ms"] == pytest.approx(sum(cmrcx[n] for n in dense))
+
+
+@pytest.mark.parametrize("changed", ["cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin"])
+def test_reports_name_a_tree_with_uncommitted_code_dirty(tmp_path, monkeypatch, changed):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for path in ("cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin", "README.md"):
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    monkeypatch.setattr(harness, "REPO_ROOT", tmp_path)
+    clean = harness.git_state()
+    assert clean and not clean.endswith("+dirty")
+    (tmp_path / "README.md").write_text("prose only\n")
+    assert harness.git_state() == clean
+    (tmp_path / changed).write_text("x = 2\n")
+    assert harness.git_state() == clean + "+dirty"

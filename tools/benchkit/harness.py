@@ -201,14 +201,21 @@ def machine_info(cpus: str) -> dict:
     }
 
 
+BENCHED_CODE = ("cmrcx", "tasks", "gin_configs", "tools")
+
+
 def git_state() -> str:
-    """HEAD's short hash, "+dirty" when cmrcx/ has uncommitted changes."""
+    """HEAD's short hash, "+dirty" when the code a bench runs (the package, its tasks and
+    gin files, the bench itself) has uncommitted changes."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "cmrcx"], capture_output=True, text=True, cwd=REPO_ROOT
+            ["git", "status", "--porcelain", *BENCHED_CODE],
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
         ).stdout.strip()
     except OSError:
         return "unknown"
