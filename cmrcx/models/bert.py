@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from cmrcx.models.common import (
     REMAT_POLICIES,
     attention_by_head,
+    attention_by_head_enabled,
     check_compute_options,
     kernel_init,
     zeros_init,
@@ -188,8 +189,8 @@ class BertSelfAttention(nn.Module):
         projections = [_ProjectionParams(cfg, name=name)() for name in ("query", "key", "value")]
         query, key, value = _fused_projection(cfg, hidden, projections)
         query = query / jnp.sqrt(cfg.head_dim).astype(query.dtype)
-        if deterministic and jax.default_backend() == "cpu":
-            # No dropout on the probabilities: a few heads at a time, in cache.
+        if deterministic and attention_by_head_enabled():
+            # Inference on one CPU device (the trainer's choice): a few heads at a time.
             context = attention_by_head(query, key, value, attention_bias)
         else:
             scores = jnp.einsum("bqhd,bkhd->bhqk", query, key)

@@ -6,6 +6,10 @@ this module, never each other.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -49,32 +53,56 @@ def zeros_init(axes: tuple[str, ...]):
 
 
 # Attention scores per step of `attention_by_head`'s loop: 2^19 float32 (2 MiB), two
-# heads at length 512, 32 at 128. One step's scores, softmax and context then stay in the
-# cores' L2 caches instead of making four trips through memory as the whole
+# heads at length 512, 32 at 128: a step's scores, softmax and context stay in the
+# caches instead of making four trips through memory as the whole
 # [batch, heads, length, length] array does. One BERT-base layer's attention, batch 8 x
-# 512, float32, 2 AMD EPYC cores: 88.6 ms as two einsums and a softmax, 52.9 ms this way
-# (PyTorch's fused scaled_dot_product_attention: 51.8 ms); `tools/bench.py layerops`.
+# 512, float32, 2 AMD EPYC cores (`tools/bench.py layerops`, 2026-11-26): 86.0 ms as two
+# einsums and a softmax, 50.5 ms this way; PyTorch's fused SDPA kernel 42.6 ms.
 SCORES_PER_STEP = 2**19
+
+# Whether the inference attention of the BERT-shaped encoders runs `attention_by_head`.
+# The trainer, which owns the mesh, turns it on while it traces its scoring step on a
+# single CPU device: the loop runs over the batch axis, which a mesh of several devices
+# splits, and would gather every example's queries, keys and values onto each device.
+_BY_HEAD = contextvars.ContextVar("attention_by_head", default=False)
+
+
+@contextlib.contextmanager
+def inference_attention_by_head(enabled: bool) -> Iterator[None]:
+    """Within the block, `attention_by_head_enabled()` is `enabled` (traces made here keep it)."""
+    token = _BY_HEAD.set(enabled)
+    try:
+        yield
+    finally:
+        _BY_HEAD.reset(token)
+
+
+def attention_by_head_enabled() -> bool:
+    return _BY_HEAD.get()
 
 
 def attention_by_head(query, key, value, bias) -> jax.Array:
     """softmax(query . key^T + bias) . value, a few (example, head) pairs at a time.
 
     query: [batch, q, heads, kv]; key, value: [batch, k, heads, kv]; bias: additive,
-    [batch, 1, 1 or q, k]. Returns the context [batch, q, heads, kv]. The softmax is taken
-    in float32 and its probabilities cast to query's dtype before the second matmul, as
-    the einsum form does (`tests/models/test_attention_by_head.py` compares the two). For
-    inference: differentiating the loop is slower than the einsums, so training steps
-    keep those.
+    [batch, 1, 1, k], a padding mask (a bias per query or per head would be copied out
+    per pair, as large as the scores this loop avoids). Returns the context
+    [batch, q, heads, kv]. The softmax is taken in float32 and its probabilities cast to
+    query's dtype before the second matmul, as the einsum form does
+    (`tests/models/test_attention_by_head.py` compares the two). For inference on one
+    device (see `_BY_HEAD`): differentiating the loop is slower than the einsums, so
+    training steps keep those.
     """
     batch, q_len, heads, kv = query.shape
     k_len = key.shape[1]
+    if bias.shape != (batch, 1, 1, k_len):
+        raise ValueError(f"bias {bias.shape}: attention_by_head takes [batch, 1, 1, k] only")
 
     def by_pair(x):  # [batch, length, heads, kv] -> [batch * heads, length, kv]
         return jnp.swapaxes(x, 1, 2).reshape(batch * heads, x.shape[1], kv)
 
-    bias = jnp.broadcast_to(bias, (batch, heads, bias.shape[2], k_len))
-    bias = bias.reshape(batch * heads, bias.shape[2], k_len).astype(query.dtype)
+    bias = jnp.broadcast_to(bias, (batch, heads, 1, k_len))
+    bias = bias.reshape(batch * heads, 1, k_len).astype(query.dtype)
 
     def one_pair(pair):
         q, k, v, b = pair

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from cmrcx.models.common import inference_attention_by_head
 from cmrcx.training import cpu_threefry, partitioning
 
 
@@ -131,8 +132,17 @@ class Trainer:
             out_shardings=(self.state_shardings, replicated),
             donate_argnums=(0,),
         )
+        # On one CPU device, BERT-shaped encoders score with their attention a few heads at
+        # a time (`cmrcx.models.common.attention_by_head`; on a mesh its loop over the
+        # split batch would gather it, and other platforms run the einsums well).
+        by_head = mesh.devices.size == 1 and mesh.devices.flat[0].platform == "cpu"
+
+        def score_step(params, batch):
+            with inference_attention_by_head(by_head):
+                return model.score_batch(params, batch)
+
         self._score_step = jax.jit(
-            model.score_batch,
+            score_step,
             in_shardings=(self.state_shardings.params, self.batch_sharding),
             # Replicated, so every host can read all scores ([batch, blanks]: small).
             out_shardings=replicated,

@@ -88,9 +88,8 @@ def _texts(values) -> tuple[str, ...]:
 
 
 # Records come out of TFDS this many at a time: tf.data's iterator costs about 0.2 ms per
-# element, which was 112 s for ChID's 576k training blanks read one by one (5,100
-# records/s); a batch of 4096 at a time reads a 57,597-blank ChID split in 0.4 s instead
-# of 10.3 s (AMD EPYC, 2 cores).
+# element. ChID's 575,862 training blanks took 112 s to read one by one and take 30 to
+# 41 s this way, most of it now building the records (AMD EPYC, 2 cores; README).
 READ_BATCH = 4096
 
 
@@ -113,8 +112,8 @@ def _rows(value) -> Sequence:
     """A batched field as one NumPy value per record; sequence fields (candidates,
     answers) come batched as RaggedTensors and leave as NumPy arrays."""
     if isinstance(value, tf.RaggedTensor):
-        if value.ragged_rank != 1:
-            return [np.asarray(row) for row in value.to_list()]
+        if value.ragged_rank != 1:  # no builder here has a sequence of sequences
+            raise NotImplementedError(f"a field of ragged rank {value.ragged_rank}")
         splits = value.row_splits.numpy()
         return np.split(value.flat_values.numpy(), splits[1:-1])
     return value.numpy()

@@ -48,9 +48,17 @@ def test_equals_the_einsum_form(monkeypatch, dtype, tolerance, step):
     )
 
 
-def test_bert_inference_runs_it_and_training_the_einsums(monkeypatch):
-    """deterministic=True on CPU goes through attention_by_head; with dropout off the
-    training path (einsums) gives the same output."""
+def test_bias_other_than_a_padding_mask_is_refused():
+    query, key, value, bias = inputs(batch=2, q_len=5, k_len=7, heads=3, kv=4, dtype=jnp.float32)
+    per_query = jnp.broadcast_to(bias, (2, 1, 5, 7))
+    with pytest.raises(ValueError, match=r"\[batch, 1, 1, k\] only"):
+        common.attention_by_head(query, key, value, per_query)
+
+
+def test_bert_runs_it_only_in_inference_where_the_trainer_turns_it_on(monkeypatch):
+    """Off by default (the einsums); with `inference_attention_by_head(True)` inference goes
+    through attention_by_head and training still runs the einsums, with the same output
+    when dropout is off."""
     config = BertConfig(hidden_size=32, num_heads=4, attention_dropout=0.0, hidden_dropout=0.0)
     hidden = jax.random.normal(jax.random.key(0), (2, 6, 32))
     bias = jnp.zeros((2, 1, 1, 6)).at[1, ..., 4:].set(jnp.finfo(jnp.float32).min)
@@ -63,8 +71,14 @@ def test_bert_inference_runs_it_and_training_the_einsums(monkeypatch):
         return common.attention_by_head(*args)
 
     monkeypatch.setattr("cmrcx.models.bert.attention_by_head", counted)
-    inference = layer.apply(params, hidden, bias, True)
-    assert calls == [(2, 6, 4, 8)]
-    training = layer.apply(params, hidden, bias, False, rngs={"dropout": jax.random.key(2)})
-    assert len(calls) == 1
+    default = layer.apply(params, hidden, bias, True)
+    assert calls == []
+    with common.inference_attention_by_head(True):
+        inference = layer.apply(params, hidden, bias, True)
+        assert calls and set(calls) == {(2, 6, 4, 8)}
+        traced = len(calls)
+        training = layer.apply(params, hidden, bias, False, rngs={"dropout": jax.random.key(2)})
+        assert len(calls) == traced
+    assert not common.attention_by_head_enabled()
     np.testing.assert_allclose(inference, training, atol=1e-6)
+    np.testing.assert_allclose(inference, default, atol=1e-6)

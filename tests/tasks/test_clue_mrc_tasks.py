@@ -112,5 +112,7 @@ def test_records_read_in_batches_equal_those_read_one_by_one(monkeypatch, read_b
         assert mine.keys() == expected.keys()
         for name, value in expected.items():
             assert type(mine[name]) is type(value), name
+            assert np.shape(mine[name]) == np.shape(value), name
+            assert np.asarray(mine[name]).dtype == np.asarray(value).dtype, name
             np.testing.assert_array_equal(mine[name], value)
     assert [clue_mrc._texts(r["answers"]) for r in batched][:2] == [("甲", "乙乙"), ()]

@@ -392,16 +392,20 @@ def test_layerops_times_each_op_on_both_sides():
         cmrcx["scores"] + cmrcx["softmax"] + cmrcx["context"]
     )
     dense = ("qkv", "attention_output", "ffn_in", "ffn_out")
-    assert report["layer_bound"]["cmrcx_dense_ms"] == pytest.approx(sum(cmrcx[n] for n in dense))
+    assert report["dense_ms"]["cmrcx"] == pytest.approx(sum(cmrcx[n] for n in dense))
+    assert report["dense_ms"]["torch"] == pytest.approx(sum(torch[n] for n in dense))
+    assert report["attention_and_gelu_ms"]["cmrcx"] == pytest.approx(
+        cmrcx["attention by head (inference)"] + cmrcx["gelu"]
+    )
 
 
-@pytest.mark.parametrize("changed", ["cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin"])
+@pytest.mark.parametrize("changed", ["cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin", "tools/d.py"])
 def test_reports_name_a_tree_with_uncommitted_code_dirty(tmp_path, monkeypatch, changed):
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
     git("init", "-q")
-    for path in ("cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin", "README.md"):
+    for path in ("cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin", "tools/d.py", "README.md"):
         (tmp_path / path).parent.mkdir(exist_ok=True)
         (tmp_path / path).write_text("x = 1\n")
     git("add", ".")

@@ -273,3 +273,25 @@ def test_bad_options_are_config_errors(clean_gin, tmp_path):
         launch.parse_gin(["cmrc2019_tiny.gin"], [f"MODEL_DIR = '{tmp_path}'", binding])
         with pytest.raises(errors.ConfigError, match=message):
             launch.run_config_from_gin()
+
+
+def test_scoring_on_one_cpu_device_runs_the_attention_by_head(monkeypatch):
+    """The trainer's score step (one CPU device here) traces the encoder with
+    `attention_by_head`; its train step and anything outside keep the einsums. (On a mesh
+    of several devices the trainer leaves it off: tests/training/test_sharding.py.)"""
+    from cmrcx.models import common
+
+    calls = []
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return common.attention_by_head(*args)
+
+    monkeypatch.setattr("cmrcx.models.bert.attention_by_head", counted)
+    trainer = trainer_for(SMALL)
+    state = trainer.init_state()
+    state, _ = trainer.train_step(state, make_batch())
+    assert calls == []
+    scores = trainer.score(state.params, make_batch())
+    assert calls and set(calls) == {(8, 32, 4, 16)} and np.isfinite(scores).all()
+    assert not common.attention_by_head_enabled()
