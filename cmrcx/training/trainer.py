@@ -7,6 +7,7 @@ Model API object gives `init`, `loss_fn(params, batch, dropout_rng)` and
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import flax
@@ -137,6 +138,7 @@ class Trainer:
         # split batch would gather it, and other platforms run the einsums well).
         by_head = mesh.devices.size == 1 and mesh.devices.flat[0].platform == "cpu"
 
+        @functools.wraps(model.score_batch)  # compile logs name it score_batch
         def score_step(params, batch):
             with inference_attention_by_head(by_head):
                 return model.score_batch(params, batch)
