@@ -134,8 +134,8 @@ class Trainer:
             donate_argnums=(0,),
         )
         # On one CPU device, BERT-shaped encoders score with their attention a few heads at
-        # a time (`cmrcx.models.common.attention_by_head`; on a mesh its loop over the
-        # split batch would gather it, and other platforms run the einsums well).
+        # a time (`cmrcx.models.common.attention_by_head`). Not on a mesh, where its loop
+        # over the split batch would gather it, nor on GPU/TPU, where it was not measured.
         by_head = mesh.devices.size == 1 and mesh.devices.flat[0].platform == "cpu"
 
         @functools.wraps(model.score_batch)  # compile logs name it score_batch

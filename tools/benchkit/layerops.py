@@ -3,13 +3,14 @@
 Where a BERT-base forward's time goes, op by op, on the same 2 CPUs: the four dense
 matmuls (fused Q/K/V, attention output, the feed-forward pair) and the attention core
 as `cmrcx.models.bert.BertSelfAttention` computes it: in training two batched einsums and
-a float32 softmax over the [batch, heads, length, length] scores, in inference on CPU
-`cmrcx.models.common.attention_by_head` (a few heads at a time); against the same ops in
-PyTorch and its fused `scaled_dot_product_attention` kernel (what transformers' "sdpa"
-attention runs). The last line splits the timed ops into the dense matmuls and the rest
-(attention and GeLU) on each side; LayerNorm, bias adds and residuals are not timed.
-Both sides run in this process, jitted ops on JAX's side, in `--rounds` alternating
-rounds; each figure is the median of `--steps` calls after 2 warm-up calls.
+a float32 softmax over the [batch, heads, length, length] scores, in the trainer's scoring
+step on one CPU device `cmrcx.models.common.attention_by_head` (a few heads at a time);
+against the same ops in PyTorch and its fused `scaled_dot_product_attention` kernel (what
+transformers' "sdpa" attention runs). The last line splits the timed ops into the dense
+matmuls and the rest (attention and GeLU) on each side; LayerNorm, bias adds and
+residuals are not timed. Both sides run in this process, jitted ops on JAX's side, in
+`--rounds` alternating rounds; each figure is the median of `--steps` calls after 2
+warm-up calls.
 
     .venv/bin/python tools/bench.py layerops      # batch 8 x 512, BERT-base widths
 """
