@@ -56,8 +56,9 @@ def zeros_init(axes: tuple[str, ...]):
 # heads at length 512, 32 at 128: a step's scores, softmax and context stay in the
 # caches instead of making four trips through memory as the whole
 # [batch, heads, length, length] array does. One BERT-base layer's attention, batch 8 x
-# 512, float32, 2 AMD EPYC cores (`tools/bench.py layerops --rounds 3`, 2026-11-26; README):
-# 81.5 ms as two einsums and a softmax, 48.2 ms this way; PyTorch's fused SDPA kernel 49.8 ms.
+# 512, float32, 2 AMD EPYC cores (`tools/bench.py layerops --rounds 3`, 2026-11-26, start
+# load 0.49; README): 84.2 ms as two einsums and a softmax, 52.2 ms this way; PyTorch's
+# fused SDPA kernel 50.1 ms.
 SCORES_PER_STEP = 2**19
 
 # Whether the inference attention of the BERT-shaped encoders runs `attention_by_head`.
