@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import sys
+import time
 
 import jax
 import orbax.checkpoint as ocp
@@ -139,6 +140,30 @@ class TrainCheckpoints:
             self.manager.reload()
         return unfinished
 
+    # How long the failed write's directory must stay away before it counts as removed,
+    # and how long to keep removing it at most.
+    SETTLE_SECONDS = 1.0
+    SETTLE_LIMIT_SECONDS = 30.0
+
+    def _remove_failed_write(self, clock=time.monotonic, sleep=time.sleep) -> list[str]:
+        """`remove_unfinished` after a refused write, repeated until the temporary
+        directory stays away for SETTLE_SECONDS. orbax's error ends its wait while
+        tensorstore still has writes of the step in flight; these run in C++ threads
+        nothing in Python can wait for, and the removal frees the space they need, so
+        they succeed and create the directory again (tensorstore's file store makes the
+        parents it writes into)."""
+        removed: list[str] = []
+        start = last_seen = clock()
+        while True:
+            found = self.remove_unfinished()
+            removed += [name for name in found if name not in removed]
+            now = clock()
+            if found:
+                last_seen = now
+            if now - last_seen >= self.SETTLE_SECONDS or now - start >= self.SETTLE_LIMIT_SECONDS:
+                return removed
+            sleep(0.05)
+
     def due(self, step: int, force: bool = False) -> bool:
         """Whether `save(step, ..., force)` would write a checkpoint."""
         return force or self.manager.should_save(step)
@@ -190,7 +215,7 @@ class TrainCheckpoints:
         except Exception:  # the same refused write, re-raised by the threads: told below
             pass
         try:
-            unfinished = self.remove_unfinished()  # frees the space the partial write took
+            unfinished = self._remove_failed_write()  # frees the space the partial write took
         except OSError:
             unfinished = []
         self.manager.reload()  # orbax counted the failed step when its save began

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 
+import orbax.checkpoint as ocp
 import pytest
 from test_preemption import flags, runner_for
 
@@ -113,3 +114,24 @@ def test_other_refused_writes_are_one_line(capsys):
             launch.main_guard(main, [])
         assert info.value.code == 2
         assert capsys.readouterr().err.strip().splitlines()[-1].startswith(line)
+
+
+def test_a_write_still_in_flight_after_the_failure_is_removed_too(tmp_path, capsys):
+    """tensorstore writes of the failed step can land after the first removal (the space it
+    freed lets them succeed) and create the temporary directory again: it is removed until
+    it stays away for SETTLE_SECONDS."""
+    saves = checkpoints.TrainCheckpoints(str(tmp_path / "run"))
+    unfinished = os.path.join(saves.directory, "3" + ocp.utils.TMP_DIR_SUFFIX + "-1")
+    os.makedirs(os.path.join(unfinished, "default", "d"))
+    now = [0.0]
+
+    def sleep(seconds):  # a late write lands 0.3 s after the first removal
+        now[0] += seconds
+        if abs(now[0] - 0.3) < 0.01:
+            os.makedirs(os.path.join(unfinished, "default", "d"))
+
+    removed = saves._remove_failed_write(clock=lambda: now[0], sleep=sleep)
+    assert removed == [os.path.basename(unfinished)]
+    assert os.listdir(saves.directory) == []
+    assert capsys.readouterr().out.count("removed an unfinished checkpoint write") == 2
+    assert now[0] >= 0.3 + checkpoints.TrainCheckpoints.SETTLE_SECONDS
