@@ -20,9 +20,10 @@ import jax.numpy as jnp
 
 from cmrcx.models.common import (
     REMAT_POLICIES,
+    activation_apart,
     attention_by_head,
-    attention_by_head_enabled,
     check_compute_options,
+    cpu_inference_enabled,
     kernel_init,
     zeros_init,
 )
@@ -189,7 +190,7 @@ class BertSelfAttention(nn.Module):
         projections = [_ProjectionParams(cfg, name=name)() for name in ("query", "key", "value")]
         query, key, value = _fused_projection(cfg, hidden, projections)
         query = query / jnp.sqrt(cfg.head_dim).astype(query.dtype)
-        if deterministic and attention_by_head_enabled():
+        if deterministic and cpu_inference_enabled():
             # Inference on one CPU device (the trainer's choice): a few heads at a time.
             context = attention_by_head(query, key, value, attention_bias)
         else:
@@ -223,7 +224,10 @@ class BertLayer(nn.Module):
         hidden = _layer_norm(cfg, "attention_LayerNorm")(hidden + attended)
         inner = _dense(cfg, cfg.intermediate_size, "embed", ("mlp",), "intermediate")(hidden)
         inner = nn.with_logical_constraint(inner, ("batch", "length", "mlp"))
-        inner = ACTIVATIONS[cfg.hidden_act](inner)
+        if deterministic and cpu_inference_enabled():
+            inner = activation_apart(ACTIVATIONS[cfg.hidden_act], inner)
+        else:
+            inner = ACTIVATIONS[cfg.hidden_act](inner)
         out = _dense(cfg, cfg.hidden_size, "mlp", ("embed",), "output")(inner)
         out = nn.Dropout(cfg.hidden_dropout)(out, deterministic=deterministic)
         hidden = _layer_norm(cfg, "output_LayerNorm")(hidden + out)

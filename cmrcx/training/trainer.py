@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from cmrcx.models.common import inference_attention_by_head
+from cmrcx.models.common import cpu_inference
 from cmrcx.training import cpu_threefry, partitioning
 
 
@@ -134,13 +134,15 @@ class Trainer:
             donate_argnums=(0,),
         )
         # On one CPU device, BERT-shaped encoders score with their attention a few heads at
-        # a time (`cmrcx.models.common.attention_by_head`). Not on a mesh, where its loop
-        # over the split batch would gather it, nor on GPU/TPU, where it was not measured.
-        by_head = mesh.devices.size == 1 and mesh.devices.flat[0].platform == "cpu"
+        # a time (`cmrcx.models.common.attention_by_head`) and their feed-forward
+        # activation as a fusion of its own (`activation_apart`). Not on a mesh, where the
+        # attention loop over the split batch would gather it, nor on GPU/TPU, where
+        # neither was measured.
+        one_cpu = mesh.devices.size == 1 and mesh.devices.flat[0].platform == "cpu"
 
         @functools.wraps(model.score_batch)  # compile logs name it score_batch
         def score_step(params, batch):
-            with inference_attention_by_head(by_head):
+            with cpu_inference(one_cpu):
                 return model.score_batch(params, batch)
 
         self._score_step = jax.jit(

@@ -56,7 +56,7 @@ def test_bias_other_than_a_padding_mask_is_refused():
 
 
 def test_bert_runs_it_only_in_inference_where_the_trainer_turns_it_on(monkeypatch):
-    """Off by default (the einsums); with `inference_attention_by_head(True)` inference goes
+    """Off by default (the einsums); with `cpu_inference(True)` inference goes
     through attention_by_head and training still runs the einsums, with the same output
     when dropout is off."""
     config = BertConfig(hidden_size=32, num_heads=4, attention_dropout=0.0, hidden_dropout=0.0)
@@ -73,12 +73,12 @@ def test_bert_runs_it_only_in_inference_where_the_trainer_turns_it_on(monkeypatc
     monkeypatch.setattr("cmrcx.models.bert.attention_by_head", counted)
     default = layer.apply(params, hidden, bias, True)
     assert calls == []
-    with common.inference_attention_by_head(True):
+    with common.cpu_inference(True):
         inference = layer.apply(params, hidden, bias, True)
         assert calls and set(calls) == {(2, 6, 4, 8)}
         traced = len(calls)
         training = layer.apply(params, hidden, bias, False, rngs={"dropout": jax.random.key(2)})
         assert len(calls) == traced
-    assert not common.attention_by_head_enabled()
+    assert not common.cpu_inference_enabled()
     np.testing.assert_allclose(inference, training, atol=1e-6)
     np.testing.assert_allclose(inference, default, atol=1e-6)

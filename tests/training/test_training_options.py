@@ -294,4 +294,4 @@ def test_scoring_on_one_cpu_device_runs_the_attention_by_head(monkeypatch):
     assert calls == []
     scores = trainer.score(state.params, make_batch())
     assert calls and set(calls) == {(8, 32, 4, 16)} and np.isfinite(scores).all()
-    assert not common.attention_by_head_enabled()
+    assert not common.cpu_inference_enabled()
