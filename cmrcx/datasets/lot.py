@@ -48,6 +48,7 @@ from cmrcx.benchmarks.lot.formats import (
     SenPosRecord,
 )
 from cmrcx.common.errors import MissingSplitError
+from cmrcx.datasets import records
 from cmrcx.datasets.prepared_splits import content_keyed_dir, prepare_once, require_files
 
 HOMEPAGE = "https://github.com/thu-coai/LOT-LongLM"
@@ -207,9 +208,10 @@ def split_records(
     """The records of one split rebuilt from the prepared data (``raw`` parsed from its
     text), equal to what `formats.read_split` reads: for the evaluation code, which writes
     prediction lines (`formats.write_predictions`) without re-reading the files."""
+    dataset = load_split(task, data_dir, split, cache_dir)
     return [
         _record(task, example)
-        for example in load_split(task, data_dir, split, cache_dir).as_numpy_iterator()
+        for example in records.read_records(dataset, f"reading lot {task} {split} records")
     ]
 
 

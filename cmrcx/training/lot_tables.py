@@ -2,7 +2,7 @@
 Tables 10 and 11 for the runs present.
 
 One model for all four tasks: if `DIR/lot/run_config.json` exists (a run of the `lot`
-mixture, RunConfig.task "lot", `cmrcx.training.run_tasks.lot.LotMixtureRunTask`), that
+mixture, RunConfig.task "lot", `cmrcx.training.run_tasks.lot_mixture.LotMixtureRunTask`), that
 run is evaluated once and fills every column group from its per-task metrics
 (`lot_<task>/<metric>`, `metrics_by_task`), writing each task's official prediction file;
 the per-task runs below are then not looked at. Otherwise each task's run is looked for

@@ -42,7 +42,6 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 
-import jax
 import numpy as np
 import seqio
 import tensorflow as tf
@@ -53,11 +52,11 @@ from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
 from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.reading_tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
 from cmrcx.benchmarks.windows import SpecialIds
-from cmrcx.common import progress
 from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
 from cmrcx.datasets import chid as chid_tfds
 from cmrcx.datasets import cmrc2018 as cmrc2018_tfds
+from cmrcx.datasets import records
 from cmrcx.tasks import task_name
 from cmrcx.vocab import layouts
 
@@ -87,36 +86,9 @@ def _texts(values) -> tuple[str, ...]:
     return tuple(_text(v) for v in values)
 
 
-# Records come out of TFDS this many at a time: tf.data's iterator costs about 0.2 ms per
-# element. ChID's 575,862 training blanks took 112 s to read one by one and take 30 to
-# 41 s this way, most of it now building the records (AMD EPYC, 2 cores; README).
-READ_BATCH = 4096
-
-
 def _read(dataset: tf.data.Dataset, name: str, split: str):
-    """A TFDS split's records in file order, each a dict of NumPy values as
-    `tfds.as_numpy` gives them, with a progress line (process 0 prints; every process
-    reads)."""
-    shown = jax.process_index() == 0
-    return progress.counted(_records(dataset), f"reading {name} {split} records", shown)
-
-
-def _records(dataset: tf.data.Dataset):
-    for batch in dataset.ragged_batch(READ_BATCH):
-        fields = {name: _rows(value) for name, value in batch.items()}
-        for i in range(len(fields[next(iter(fields))])):
-            yield {name: rows[i] for name, rows in fields.items()}
-
-
-def _rows(value) -> Sequence:
-    """A batched field as one NumPy value per record; sequence fields (candidates,
-    answers) come batched as RaggedTensors and leave as NumPy arrays."""
-    if isinstance(value, tf.RaggedTensor):
-        if value.ragged_rank != 1:  # no builder here has a sequence of sequences
-            raise NotImplementedError(f"a field of ragged rank {value.ragged_rank}")
-        splits = value.row_splits.numpy()
-        return np.split(value.flat_values.numpy(), splits[1:-1])
-    return value.numpy()
+    """A TFDS split's records in file order (`cmrcx.datasets.records`), with a progress line."""
+    return records.read_records(dataset, f"reading {name} {split} records")
 
 
 def load_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None) -> list:

@@ -384,7 +384,7 @@ def register(
     return names
 
 
-# --- Fixed-length training and scoring tasks of a run (cmrcx.training.run_tasks.lot) ----
+# --- Fixed-length training and scoring tasks of a run (cmrcx.training.run_tasks.longlm) ----
 
 
 def pad_to_lengths(example: dict, lengths: dict[str, int]) -> dict:

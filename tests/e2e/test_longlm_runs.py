@@ -16,7 +16,7 @@ from cmrcx.common.errors import MissingSplitError
 from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.models import registry
 from cmrcx.training import input_pipeline, run_config
-from cmrcx.training.run_tasks import lot as lot_run_tasks
+from cmrcx.training.run_tasks import longlm as longlm_run_tasks
 from cmrcx.training.run_tasks.base import build_run_task
 from cmrcx.training.runner import Runner
 
@@ -133,7 +133,7 @@ def test_longlm_layout_attends_and_scores_id_0(tmp_path):
 
 
 def test_run_tasks_match_launch():
-    assert lot_run_tasks.LONGLM_RUN_TASKS == run_config.LONGLM_TASKS
+    assert longlm_run_tasks.LONGLM_RUN_TASKS == run_config.LONGLM_TASKS
 
 
 def tiny_run(model_dir, *extra):

@@ -27,7 +27,7 @@ from cmrcx.tasks.lot import mixture as mixture_tasks
 from cmrcx.tasks.lot.pretraining import Decoding
 from cmrcx.training import input_pipeline, lot_tables, mixture_eval
 from cmrcx.training.run_config import RunConfig, read_run_config
-from cmrcx.training.run_tasks import lot as lot_run_tasks
+from cmrcx.training.run_tasks import lot_mixture as lot_mixture_run_tasks
 from cmrcx.training.runner import Runner
 
 SAMPLE = package_path("data/lot_sample")
@@ -236,13 +236,13 @@ def test_evaluation_routes_rows_and_chooses_among_the_candidates_present():
 
         def part(self, row):
             if row in mixture_tasks.UNDERSTANDING_ROWS:
-                return lot_run_tasks._UnderstandingPart(row, ROWS[row], None, "unused")
+                return lot_mixture_run_tasks._UnderstandingPart(row, ROWS[row], None, "unused")
             run = types.SimpleNamespace(target_length=2)
-            return lot_run_tasks._GenerationPart(
+            return lot_mixture_run_tasks._GenerationPart(
                 row, generation_tasks.get_task(row), "unused", run, None, Decoding("greedy")
             )
 
-    evaluation = lot_run_tasks.LotMixtureEvaluation(RunTask(), "validation")
+    evaluation = lot_mixture_run_tasks.LotMixtureEvaluation(RunTask(), "validation")
     scores = np.array(
         [
             [0.0, 0, 0, -1.0, -2.0, 5.0],  # ClozeT: 2 candidates, slot 3 is padding
@@ -291,7 +291,7 @@ def test_longlm_mixture_gins(size, repo_root):
     assert (run.generation_top_k, run.generation_temperature) == (40, 0.7)
     assert (run.num_epochs, run.require_pretrained) == (10.0, True)
     assert (run.select_best, run.select_mode) == ("understanding-overall", "max")
-    assert run.select_best in lot_run_tasks.LotMixtureRunTask.metrics_reported(None)
+    assert run.select_best in lot_mixture_run_tasks.LotMixtureRunTask.metrics_reported(None)
     # The Table 10 cells each file cites for comparison are the paper's.
     text = (repo_root / "gin_configs" / "lot" / f"lot_mixture_longlm_{size}.gin").read_text()
     name = f"LongLM-{size}"

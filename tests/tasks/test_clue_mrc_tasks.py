@@ -82,37 +82,3 @@ def test_multiple_choice_mixture_rates(registered):
     assert rates["clue_chid11_mrctest"] == len(chid_train.blanks)
     assert rates["clue_c311_mrctest"] == len(c3.read_split(f"{SAMPLES}/c3_public", "train"))
     assert np.isfinite(list(rates.values())).all()
-
-
-@pytest.mark.parametrize("read_batch", [2, 4096], ids=["batch boundaries", "one batch"])
-def test_records_read_in_batches_equal_those_read_one_by_one(monkeypatch, read_batch):
-    """The batched TFDS read gives each record as `tfds.as_numpy` does, in order: scalars,
-    strings, and sequence fields of different lengths (empty ones too)."""
-    import tensorflow as tf
-    import tensorflow_datasets as tfds
-
-    answers = [["甲", "乙乙"], [], ["丙"], ["丁", "戊", "己"], ["庚"]]
-    dataset = tf.data.Dataset.from_generator(
-        lambda: (
-            {"id": i, "text": f"第{i}篇".encode(), "answers": a, "starts": list(range(len(a)))}
-            for i, a in enumerate(answers)
-        ),
-        output_signature={
-            "id": tf.TensorSpec((), tf.int32),
-            "text": tf.TensorSpec((), tf.string),
-            "answers": tf.TensorSpec((None,), tf.string),
-            "starts": tf.TensorSpec((None,), tf.int32),
-        },
-    )
-    monkeypatch.setattr(clue_mrc, "READ_BATCH", read_batch)
-    batched = list(clue_mrc._records(dataset))
-    one_by_one = list(tfds.as_numpy(dataset))
-    assert len(batched) == len(one_by_one) == 5
-    for mine, expected in zip(batched, one_by_one, strict=True):
-        assert mine.keys() == expected.keys()
-        for name, value in expected.items():
-            assert type(mine[name]) is type(value), name
-            assert np.shape(mine[name]) == np.shape(value), name
-            assert np.asarray(mine[name]).dtype == np.asarray(value).dtype, name
-            np.testing.assert_array_equal(mine[name], value)
-    assert [clue_mrc._texts(r["answers"]) for r in batched][:2] == [("甲", "乙乙"), ()]

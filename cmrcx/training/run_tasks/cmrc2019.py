@@ -12,6 +12,7 @@ import tensorflow as tf
 from cmrcx.benchmarks.cmrc2019 import evaluation as cmrc2019_evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import write_predictions
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
+from cmrcx.datasets import records
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.models import registry
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
@@ -76,7 +77,7 @@ class Cmrc2019Evaluation:
         dataset = task.source.get_dataset(split=self.split, shuffle=False)
         return {
             ex["context_id"].decode(): [int(a) for a in ex["answers"]]
-            for ex in dataset.as_numpy_iterator()
+            for ex in records.numpy_records(dataset)
         }
 
     def finish(self, model_dir: str) -> dict[str, float]:
