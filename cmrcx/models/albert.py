@@ -31,7 +31,13 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from cmrcx.models.bert import ACTIVATIONS, BertConfig, BertLayer
-from cmrcx.models.common import REMAT_POLICIES, check_compute_options, kernel_init, zeros_init
+from cmrcx.models.common import (
+    REMAT_POLICIES,
+    check_compute_options,
+    kernel_init,
+    low_precision_dot_general,
+    zeros_init,
+)
 
 EMBEDDING_LAYOUTS = ("albert", "albert_zh")
 
@@ -102,6 +108,7 @@ def _dense(cfg: AlbertConfig, features: int, axes: tuple[str, str], name: str, u
         name=name,
         kernel_init=kernel_init(cfg.initializer_range, axes),
         bias_init=zeros_init(axes[1:]),
+        dot_general=low_precision_dot_general,
     )
 
 

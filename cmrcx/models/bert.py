@@ -25,6 +25,7 @@ from cmrcx.models.common import (
     check_compute_options,
     cpu_inference_enabled,
     kernel_init,
+    low_precision_dot_general,
     zeros_init,
 )
 
@@ -99,6 +100,7 @@ def _dense(
         name=name,
         kernel_init=_init(config, (in_axis, *out_axes), init),
         bias_init=zeros_init(out_axes),
+        dot_general=low_precision_dot_general,
     )
 
 
@@ -176,7 +178,8 @@ def _fused_projection(config: BertConfig, hidden, params):
     dtype = jnp.dtype(config.dtype)
     kernel = jnp.concatenate([kernel for kernel, _ in params], axis=1).astype(dtype)
     bias = jnp.concatenate([bias for _, bias in params], axis=0).astype(dtype)
-    fused = jnp.einsum("bld,dhk->blhk", hidden.astype(dtype), kernel) + bias
+    fused = low_precision_dot_general(hidden.astype(dtype), kernel, (((2,), (0,)), ((), ())))
+    fused = fused + bias
     return jnp.split(fused, len(params), axis=2)
 
 
@@ -207,6 +210,7 @@ class BertSelfAttention(nn.Module):
             name="output",
             kernel_init=_init(cfg, ("heads", "kv", "embed")),
             bias_init=zeros_init(("embed",)),
+            dot_general=low_precision_dot_general,
         )(context)
         return nn.Dropout(cfg.hidden_dropout)(out, deterministic=deterministic)
 

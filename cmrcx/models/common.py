@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Iterator
 
 import flax.linen as nn
@@ -154,3 +155,62 @@ def shift_right(labels, start_token_id: int, pad_token_id: int) -> jax.Array:
         [jnp.full_like(labels[:, :1], start_token_id), labels[:, :-1]], axis=1
     )
     return jnp.where(shifted == -100, pad_token_id, shifted)
+
+
+# --- Matmuls of bfloat16 / float16 operands --------------------------------------------------
+# XLA:CPU runs a dot whose operands and result are bfloat16 by converting both operands to
+# float32 and the result back: slower than float32 alone (12.2 against 10.8 ms for a
+# [1024, 768] x [768, 3072] forward, AMD Zen 5, 2 cores). Asked for a float32 result of the
+# same bfloat16 operands, it calls a native bfloat16 kernel (AVX512_BF16, AMX): 6.2 ms.
+# `low_precision_dot_general` asks for that in the forward and in both backward matmuls.
+# The products are the same: each is exact in float32 and summed in float32, then rounded
+# to the operands' dtype, as before; only the summation order inside the kernel differs.
+_LOW_PRECISION = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+def low_precision_dot_general(lhs, rhs, dimension_numbers, precision=None, **kwargs):
+    """`lax.dot_general`, as `nn.DenseGeneral(dot_general=...)` calls it; when both
+    operands are bfloat16 (or both float16) and the dense layer's contraction is lhs's
+    trailing axes with rhs's leading ones, summed in float32 by the backend's native kernel
+    in the forward and the backward (`_dense_contract`), the result in the operands' dtype."""
+    (lhs_axes, rhs_axes), batch_axes = dimension_numbers
+    n = len(lhs_axes)
+    dense = (
+        tuple(lhs_axes) == tuple(range(lhs.ndim - n, lhs.ndim))
+        and tuple(rhs_axes) == tuple(range(n))
+        and batch_axes == ((), ())
+    )
+    if dense and not kwargs and lhs.dtype == rhs.dtype and lhs.dtype in _LOW_PRECISION:
+        return _dense_contract(lhs, rhs, n, precision)
+    return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision, **kwargs)
+
+
+def _contract(lhs, rhs, lhs_axes, rhs_axes, precision, dtype):
+    dims = ((tuple(lhs_axes), tuple(rhs_axes)), ((), ()))
+    out = jax.lax.dot_general(
+        lhs, rhs, dims, precision=precision, preferred_element_type=jnp.float32
+    )
+    return out.astype(dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _dense_contract(lhs, rhs, n: int, precision):
+    """lhs [*A, *C] x rhs [*C, *B] -> [*A, *B], C the n contracted axes."""
+    return _contract(lhs, rhs, range(lhs.ndim - n, lhs.ndim), range(n), precision, lhs.dtype)
+
+
+def _dense_contract_fwd(lhs, rhs, n, precision):
+    return _dense_contract(lhs, rhs, n, precision), (lhs, rhs)
+
+
+def _dense_contract_bwd(n, precision, residuals, grad):
+    lhs, rhs = residuals
+    a, b = lhs.ndim - n, rhs.ndim - n  # the kept axes of each operand
+    # d lhs [*A, *C] = grad [*A, *B] . rhs [*C, *B] over B; d rhs [*C, *B] = lhs . grad over A.
+    grad = grad.astype(lhs.dtype)
+    d_lhs = _contract(grad, rhs, range(a, a + b), range(n, n + b), precision, lhs.dtype)
+    d_rhs = _contract(lhs, grad, range(a), range(a), precision, rhs.dtype)
+    return d_lhs, d_rhs
+
+
+_dense_contract.defvjp(_dense_contract_fwd, _dense_contract_bwd)

@@ -25,7 +25,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from cmrcx.models.common import REMAT_POLICIES, check_compute_options, kernel_init, zeros_init
+from cmrcx.models.common import (
+    REMAT_POLICIES,
+    check_compute_options,
+    kernel_init,
+    low_precision_dot_general,
+    zeros_init,
+)
 
 ACTIVATIONS = {
     "gelu_new": functools.partial(nn.gelu, approximate=True),  # GPT-2's, UER's
@@ -90,6 +96,7 @@ def _dense(cfg: GPT2Config, features, axes, name, axis=-1, std=None):
         name=name,
         kernel_init=kernel_init(std or cfg.initializer_range, axes, "normal"),
         bias_init=zeros_init(out_axes),
+        dot_general=low_precision_dot_general,
     )
 
 

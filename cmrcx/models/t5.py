@@ -33,6 +33,7 @@ from cmrcx.models.common import (
     REMAT_POLICIES,
     causal_mask,
     check_compute_options,
+    low_precision_dot_general,
     padding_mask,
 )
 from cmrcx.models.common import shift_right as _shift_right
@@ -101,6 +102,7 @@ def _dense(cfg: T5Config, features, in_axes, out_axes: tuple[str, ...], std: flo
         dtype=jnp.dtype(cfg.dtype),
         name=name,
         kernel_init=_normal(std, (*in_axes, *out_axes)),
+        dot_general=low_precision_dot_general,
     )
 
 
