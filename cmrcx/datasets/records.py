@@ -2,10 +2,12 @@
 
 `numpy_records(dataset)` gives each record as `tfds.as_numpy` does (NumPy scalars,
 bytes, NumPy arrays for sequence fields) in the dataset's order; `read_records` adds a
-progress line for splits that take more than a few seconds. Every reader of a whole
-prepared split goes through them: CLUE's reading comprehension splits
+progress line for splits that take more than a few seconds. The code that turns a whole
+prepared split back into records goes through them: CLUE's reading comprehension splits
 (`cmrcx.tasks.clue.reading`), LOT's (`cmrcx.datasets.lot.split_records`) and CMRC 2019's
-answers (`cmrcx.training.run_tasks.cmrc2019`).
+answers (`cmrcx.training.run_tasks.cmrc2019`); SeqIO's own pipelines read them as
+tf.data. A sequence field's arrays are views of their batch's: a caller that keeps many
+of them converts them (to tuples of str, ints) as these do.
 """
 
 from __future__ import annotations

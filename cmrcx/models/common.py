@@ -14,15 +14,22 @@ from collections.abc import Iterator
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 # What a transformer layer keeps for the backward pass (jax.checkpoint policies).
 # "none": everything (fastest, most memory); "full": only the layer's input, all
 # else recomputed; "dots": the outputs of the dense projections (matmuls with no
-# batch dimension) are kept, attention scores, softmax, GeLU and LayerNorm recomputed.
+# batch dimension) are kept, attention scores, softmax, GeLU and LayerNorm recomputed;
+# the dense projections of bf16 operands (`low_precision_dot_general`, a custom VJP that
+# the dots policy does not see into) by their name.
+LOW_PRECISION_DENSE = "low_precision_dense"
 REMAT_POLICIES = {
     "none": None,
     "full": jax.checkpoint_policies.nothing_saveable,
-    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "dots": jax.checkpoint_policies.save_from_both_policies(
+        jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+        jax.checkpoint_policies.save_only_these_names(LOW_PRECISION_DENSE),
+    ),
 }
 
 
@@ -181,7 +188,8 @@ def low_precision_dot_general(lhs, rhs, dimension_numbers, precision=None, **kwa
         and batch_axes == ((), ())
     )
     if dense and not kwargs and lhs.dtype == rhs.dtype and lhs.dtype in _LOW_PRECISION:
-        return _dense_contract(lhs, rhs, n, precision)
+        # Named for the "dots" remat policy, which keeps it as it keeps lax's dense dots.
+        return checkpoint_name(_dense_contract(lhs, rhs, n, precision), LOW_PRECISION_DENSE)
     return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision, **kwargs)
 
 
