@@ -8,14 +8,10 @@ decoding to the official format) comes from `cmrcx.training.run_tasks`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import operator
 import os
-import signal
-import socket
-import tempfile
 import threading
 import time
 
@@ -39,6 +35,7 @@ from cmrcx.training import (
 )
 from cmrcx.training import selection as model_selection
 from cmrcx.training.metric_writer import MetricWriter
+from cmrcx.training.model_dir import SIGTERM, check_writable, model_dir_lock, sigterm_flag
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.run_tasks import build_run_task
 from cmrcx.training.selection import Selection
@@ -51,7 +48,7 @@ class Runner:
 
     def __init__(self, run: RunConfig, for_training: bool = True):
         self.run = run
-        _check_writable(run.model_dir)
+        check_writable(run.model_dir)
         saved = run_config.read_run_config(run.model_dir)
         if saved is not None:
             run_config.check_same_run(saved, run, run.model_dir)
@@ -190,7 +187,7 @@ class Runner:
         """MODEL_DIR/run_config.json: what the checkpoints are (mixture evaluation reads it)."""
         path = os.path.join(self.run.model_dir, run_config.RUN_CONFIG_FILE)
         if jax.process_index() != 0 or os.path.isfile(path):
-            return  # MODEL_DIR exists: _check_writable made it
+            return  # MODEL_DIR exists: check_writable made it
         write_atomically(path, json.dumps(run_config.run_config_json(self.run), indent=1))
 
     def initial_state(self):
@@ -289,7 +286,7 @@ class Runner:
         lines written after that step, and an evaluation the kill cut short runs again.
         """
         run = self.run
-        with model_dir_lock(run.model_dir), _sigterm_flag() as sigterm:
+        with model_dir_lock(run.model_dir), sigterm_flag() as sigterm:
             self.checkpoints.remove_unfinished()
             state = self.initial_state()
             start = int(jax.device_get(state.step))
@@ -353,7 +350,7 @@ class Runner:
             state, metrics = self.trainer.train_step(state, next(batches))
             sums = metrics if sums is None else jax.tree.map(operator.add, sums, metrics)
             flags = _first_nonfinite(flags, metrics, step + 1)
-            stop = _SIGTERM.is_set()
+            stop = SIGTERM.is_set()
             evaluating = self._evaluates_at(step + 1)
             selecting = evaluating and self.selection is not None
             force = step + 1 == end or stop or selecting
@@ -519,71 +516,3 @@ def _said_if_slow(what: str, after: float = 10.0):
         seconds = time.perf_counter() - start
         if seconds >= after and jax.process_index() == 0:
             print(f"{what}: {seconds:.0f} s", flush=True)
-
-
-_SIGTERM = threading.Event()
-
-
-@contextlib.contextmanager
-def _sigterm_flag():
-    """SIGTERM (a scheduler's notice before it takes the machine) sets an event the train
-    loop reads after each step, instead of killing the process mid-step. Main thread only
-    (Python's rule for signal handlers); elsewhere SIGTERM keeps its default action."""
-    _SIGTERM.clear()
-    if threading.current_thread() is not threading.main_thread():
-        yield _SIGTERM
-        return
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: _SIGTERM.set())
-    try:
-        yield _SIGTERM
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-LOCK_FILE = ".train.lock"
-
-
-@contextlib.contextmanager
-def model_dir_lock(model_dir: str):
-    """One training process per MODEL_DIR: an flock on MODEL_DIR/.train.lock, which the
-    kernel releases when the process ends however it ends (no stale lock after a crash).
-    Process 0 only: the hosts of one multi-host run share the directory."""
-    if jax.process_index() != 0:
-        yield
-        return
-    os.makedirs(model_dir, exist_ok=True)
-    path = os.path.join(model_dir, LOCK_FILE)
-    with open(path, "a+", encoding="utf-8") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or "another process"
-            raise ConfigError(
-                f"MODEL_DIR {model_dir} is being trained by {holder}: wait for it to end, "
-                "or give this run another MODEL_DIR"
-            ) from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        lock.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _check_writable(model_dir: str) -> None:
-    """ConfigError naming MODEL_DIR if it cannot be created or written (checked before any
-    work, so a run never fails at its first checkpoint)."""
-    if jax.process_index() != 0:
-        return
-    try:
-        os.makedirs(model_dir, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=model_dir, prefix=".write_test"):
-            pass
-    except OSError as error:
-        raise ConfigError(
-            f"MODEL_DIR {model_dir} cannot be created or written "
-            f"({error.strerror or error}): give a directory this user can write"
-        ) from None

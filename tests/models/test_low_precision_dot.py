@@ -105,7 +105,7 @@ def test_a_bf16_bert_layer_runs_its_four_dense_matmuls_through_it():
     assert sorted(p for _, p in dots) == ["bfloat16"] * 2 + ["float32"] * 4, dots
 
 
-@pytest.mark.parametrize("family", ["albert", "gpt2", "t5"])
+@pytest.mark.parametrize("family", ["albert", "gpt2", "t5_stack"])
 def test_the_other_families_dense_layers_use_it(family):
     """Each family's one dense-layer helper hands its matmul to it."""
     import importlib  # noqa: PLC0415

@@ -87,7 +87,7 @@ def test_a_second_training_process_on_the_same_model_dir_is_refused(tmp_path):
     """The lock is an flock: held while one run trains, gone when its process dies (kill -9
     included), so a crash never leaves a stale lock."""
     from cmrcx.common.errors import ConfigError
-    from cmrcx.training.runner import model_dir_lock
+    from cmrcx.training.model_dir import model_dir_lock
 
     model_dir = tmp_path / "run"
     holder = subprocess.Popen(
