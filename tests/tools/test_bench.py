@@ -194,6 +194,22 @@ def test_side_summary_uses_the_family_names():
     assert summary["minor_faults_per_step"] == 5.0
     assert summary["compile_seconds"] == {"backend_compile_duration": 3.0}
     assert summary["round_medians"] == [2.0, 2.0] and summary["spread"] == 0.0
+    assert summary["mean_step_seconds"] == 2.0 and summary["slowest_over_median"] == 1.5
+
+
+def test_steps_at_two_speeds_are_flagged():
+    """Steps alternating between two speeds: the median takes the faster, the mean and
+    the ratio by mean show the slower ones, and the printed line says so."""
+    counters = dict.fromkeys(harness.KERNEL_COUNTERS, 0.0)
+    cmrcx = [{"step_seconds": [9.0, 2.0, 3.6, 2.0, 3.6, 2.0], **counters}]
+    torch = [{"step_seconds": [9.0, 2.0, 2.0, 2.0, 2.0, 2.0], **counters}]
+    summarize = functools.partial(harness.side_summary, warmup=1, tokens=1, keys=t5.KEYS,
+                                  figures=lambda _: {})  # fmt: skip
+    sides = harness.compare_sides({"cmrcx": cmrcx, "torch": torch}, summarize, "median_seconds")
+    assert sides["speed_ratio_cmrcx_over_torch"] == 1.0
+    assert sides["speed_ratio_by_mean"] == pytest.approx(2.0 / 2.64)
+    assert "UNEVEN" in harness.evenness("cmrcx", sides["cmrcx"])
+    assert "UNEVEN" not in harness.evenness("torch", sides["torch"])
 
 
 def test_rounds_report_their_medians_spread_and_ratios():

@@ -6,7 +6,9 @@ tools/bench.py), pinned with `taskset -c CPUS`, torch with
 ...) for `--rounds`; each child runs `--warmup` steps (excluded; the first includes
 compilation) and then `--steps` timed steps, and prints its timings as one JSON line.
 Reported per side: the median over all timed steps of its children, the first
-(compiling) step apart, and the medians of the kernel counters.
+(compiling) step apart, and the medians of the kernel counters; and the mean and the
+slowest timed step, which show steps that alternate between two speeds (the median
+takes the faster mode when it holds most steps; bf16 on AMD Zen 5 did, README).
 """
 
 from __future__ import annotations
@@ -134,6 +136,10 @@ def side_summary(runs: list[dict], warmup: int, tokens: int, keys: SummaryKeys, 
     rounds = [statistics.median(run["step_seconds"][warmup:]) for run in runs]
     summary["round_medians"] = rounds
     summary["spread"] = (max(rounds) - min(rounds)) / median
+    # Uneven steps: the mean and the slowest timed step against the median.
+    summary["mean_step_seconds"] = statistics.mean(timed_steps)
+    summary["mean_over_median"] = summary["mean_step_seconds"] / median
+    summary["slowest_over_median"] = max(timed_steps) / median
     for key in KERNEL_COUNTERS:
         summary[key] = statistics.median(run[key] for run in runs)
     if "compile_events" in runs[0]:
@@ -154,6 +160,7 @@ def compare_sides(runs: dict[str, list[dict]], summarize, median_key: str) -> di
         "torch": torch,
         "speed_ratio_cmrcx_over_torch": ratio,
         "speed_ratio_per_round": per_round,
+        "speed_ratio_by_mean": torch["mean_step_seconds"] / cmrcx["mean_step_seconds"],
     }
 
 
@@ -249,6 +256,25 @@ def print_sides(result: dict, torch_label: str, rows) -> None:
         rounds = ", ".join(f"{x:.3f}" for x in result[side].get("round_medians", ()))
         spread = result[side].get("spread", float("nan"))
         print(f"{label} median per round (s): {rounds}  (spread (max-min)/median {spread:.1%})")
+        print(evenness(label, result[side]))
     print(f"speed ratio cmrcx / torch: {result['speed_ratio_cmrcx_over_torch']:.3f}", end="")
     per_round = ", ".join(f"{x:.3f}" for x in result.get("speed_ratio_per_round", ()))
     print(f"  (per round: {per_round})" if per_round else "")
+    if "speed_ratio_by_mean" in result:
+        print(f"speed ratio by the mean step: {result['speed_ratio_by_mean']:.3f}")
+
+
+UNEVEN = 1.1  # mean / median above this: the steps do not run at one speed
+
+
+def evenness(label: str, side: dict) -> str:
+    """The side's mean and slowest timed step against its median, flagged when uneven."""
+    if "mean_step_seconds" not in side:
+        return f"{label}: no mean recorded"
+    line = (
+        f"{label} mean step {side['mean_step_seconds']:.3f} s, {side['mean_over_median']:.2f}x"
+        f" the median; slowest step {side['slowest_over_median']:.2f}x the median"
+    )
+    if side["mean_over_median"] > UNEVEN:
+        line += "  UNEVEN: some steps run much slower; compare means, or run more --steps"
+    return line
