@@ -195,6 +195,7 @@ def test_side_summary_uses_the_family_names():
     assert summary["compile_seconds"] == {"backend_compile_duration": 3.0}
     assert summary["round_medians"] == [2.0, 2.0] and summary["spread"] == 0.0
     assert summary["mean_step_seconds"] == 2.0 and summary["slowest_over_median"] == 1.5
+    assert summary["slowest_over_fastest"] == 3.0
 
 
 def test_steps_at_two_speeds_are_flagged():
@@ -210,6 +211,17 @@ def test_steps_at_two_speeds_are_flagged():
     assert sides["speed_ratio_by_mean"] == pytest.approx(2.0 / 2.64)
     assert "UNEVEN" in harness.evenness("cmrcx", sides["cmrcx"])
     assert "UNEVEN" not in harness.evenness("torch", sides["torch"])
+
+
+def test_slow_steps_that_are_the_majority_are_flagged_too():
+    """Most steps slow: the median is a slow step and the mean stays near it (bf16 on
+    AMD Zen 5 had 5 slow steps of 10), but the slowest is far above the fastest."""
+    counters = dict.fromkeys(harness.KERNEL_COUNTERS, 0.0)
+    runs = [{"step_seconds": [9.0, 2.0, 3.7, 2.0, 3.7, 2.0, 3.7, 3.7], **counters}]
+    summary = harness.side_summary(runs, 1, 1, t5.KEYS, lambda _: {})
+    assert summary["mean_over_median"] < harness.UNEVEN_MEAN
+    assert "UNEVEN" in harness.evenness("cmrcx", summary)
+    assert harness.evenness("transformers", {"median_seconds": 1.0}) is None
 
 
 def test_rounds_report_their_medians_spread_and_ratios():

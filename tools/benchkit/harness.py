@@ -6,9 +6,9 @@ tools/bench.py), pinned with `taskset -c CPUS`, torch with
 ...) for `--rounds`; each child runs `--warmup` steps (excluded; the first includes
 compilation) and then `--steps` timed steps, and prints its timings as one JSON line.
 Reported per side: the median over all timed steps of its children, the first
-(compiling) step apart, and the medians of the kernel counters; and the mean and the
-slowest timed step, which show steps that alternate between two speeds (the median
-takes the faster mode when it holds most steps; bf16 on AMD Zen 5 did, README).
+(compiling) step apart, and the medians of the kernel counters; and the mean, the
+slowest and the fastest timed step, which show steps that run at two speeds (a median
+takes whichever speed most steps had; bf16 on AMD Zen 5 ran so, README).
 """
 
 from __future__ import annotations
@@ -140,6 +140,7 @@ def side_summary(runs: list[dict], warmup: int, tokens: int, keys: SummaryKeys, 
     summary["mean_step_seconds"] = statistics.mean(timed_steps)
     summary["mean_over_median"] = summary["mean_step_seconds"] / median
     summary["slowest_over_median"] = max(timed_steps) / median
+    summary["slowest_over_fastest"] = max(timed_steps) / min(timed_steps)
     for key in KERNEL_COUNTERS:
         summary[key] = statistics.median(run[key] for run in runs)
     if "compile_events" in runs[0]:
@@ -256,7 +257,8 @@ def print_sides(result: dict, torch_label: str, rows) -> None:
         rounds = ", ".join(f"{x:.3f}" for x in result[side].get("round_medians", ()))
         spread = result[side].get("spread", float("nan"))
         print(f"{label} median per round (s): {rounds}  (spread (max-min)/median {spread:.1%})")
-        print(evenness(label, result[side]))
+        if (line := evenness(label, result[side])) is not None:
+            print(line)
     print(f"speed ratio cmrcx / torch: {result['speed_ratio_cmrcx_over_torch']:.3f}", end="")
     per_round = ", ".join(f"{x:.3f}" for x in result.get("speed_ratio_per_round", ()))
     print(f"  (per round: {per_round})" if per_round else "")
@@ -264,17 +266,22 @@ def print_sides(result: dict, torch_label: str, rows) -> None:
         print(f"speed ratio by the mean step: {result['speed_ratio_by_mean']:.3f}")
 
 
-UNEVEN = 1.1  # mean / median above this: the steps do not run at one speed
+# The steps do not run at one speed when the mean is this far above the median (a
+# minority of slow steps) or the slowest this far above the fastest (slow steps that are
+# half or more of them move the median itself).
+UNEVEN_MEAN, UNEVEN_RANGE = 1.1, 1.25
 
 
-def evenness(label: str, side: dict) -> str:
-    """The side's mean and slowest timed step against its median, flagged when uneven."""
+def evenness(label: str, side: dict) -> str | None:
+    """The side's mean and slowest timed step against its median, flagged when uneven;
+    None for a report without them (`outgen`'s)."""
     if "mean_step_seconds" not in side:
-        return f"{label}: no mean recorded"
+        return None
     line = (
         f"{label} mean step {side['mean_step_seconds']:.3f} s, {side['mean_over_median']:.2f}x"
-        f" the median; slowest step {side['slowest_over_median']:.2f}x the median"
+        f" the median; slowest step {side['slowest_over_median']:.2f}x the median,"
+        f" {side['slowest_over_fastest']:.2f}x the fastest"
     )
-    if side["mean_over_median"] > UNEVEN:
+    if side["mean_over_median"] > UNEVEN_MEAN or side["slowest_over_fastest"] > UNEVEN_RANGE:
         line += "  UNEVEN: some steps run much slower; compare means, or run more --steps"
     return line
