@@ -28,7 +28,7 @@ import json
 from cmrcx.common import hugepages
 
 if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
-    hugepages.restart_with_hugepages()
+    hugepages.restart_with_hugepages(keep_freed=True)  # reuse each batch's memory
 
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.common import paths  # noqa: E402

@@ -25,6 +25,28 @@ def test_the_tunable_is_added_once_and_after_the_users_own():
     assert env["GLIBC_TUNABLES"] == f"glibc.malloc.arena_max=2:{hugepages.TUNABLE}"
 
 
+def test_evaluation_also_keeps_freed_memory_unless_the_user_set_a_tunable():
+    env = hugepages.environment_to_restart_with({}, MADVISE, "glibc", keep_freed=True)
+    assert env["GLIBC_TUNABLES"] == ":".join([hugepages.TUNABLE, *hugepages.KEEP_FREED])
+    user = {"GLIBC_TUNABLES": "glibc.malloc.arena_max=4"}
+    env = hugepages.environment_to_restart_with(user, MADVISE, "glibc", keep_freed=True)
+    tunables = env["GLIBC_TUNABLES"].split(":")
+    assert tunables[0] == "glibc.malloc.arena_max=4"  # the user's, not overridden
+    assert "glibc.malloc.arena_max=1" not in tunables and "glibc.malloc.mmap_max=0" in tunables
+
+
+@pytest.mark.parametrize("entry, call", [
+    ("train", "hugepages.restart_with_hugepages()"),
+    ("eval", "hugepages.restart_with_hugepages(keep_freed=True)"),
+    ("generate", "hugepages.restart_with_hugepages()"),
+])  # fmt: skip
+def test_only_the_eval_entry_keeps_freed_memory(entry, call):
+    """Evaluation reuses each batch's memory; a train step's doubled its peak RSS."""
+    tree = ast.parse((REPO_ROOT / "cmrcx" / f"{entry}.py").read_text())
+    calls = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    assert [c for c in calls if "restart_with_hugepages" in c] == [call]
+
+
 @pytest.mark.parametrize(
     "environ, thp, libc",
     [
@@ -80,7 +102,7 @@ def test_entries_restart_before_jax_or_tensorflow_load(entry):
     assert ast.unparse(body[first_cmrcx]) == "from cmrcx.common import hugepages"
     guard = body[first_cmrcx + 1]
     assert isinstance(guard, ast.If) and "__main__" in ast.unparse(guard.test)
-    assert ast.unparse(guard.body[0]) == "hugepages.restart_with_hugepages()"
+    assert ast.unparse(guard.body[0]).startswith("hugepages.restart_with_hugepages(")
     before = body[:first_cmrcx]  # only the standard library loads before the restart
     modules = [n.module for n in before if isinstance(n, ast.ImportFrom)]
     modules += [a.name for n in before if isinstance(n, ast.Import) for a in n.names]
