@@ -19,13 +19,13 @@ import jax
 import jax.numpy as jnp
 
 from cmrcx.models.common import (
-    REMAT_POLICIES,
     activation_apart,
     attention_by_head,
     check_compute_options,
     cpu_inference_enabled,
     kernel_init,
     low_precision_dot_general,
+    scanned_layers,
     zeros_init,
 )
 
@@ -239,23 +239,10 @@ class BertLayer(nn.Module):
 
 
 def _stacked_layers(cfg: BertConfig, deterministic: bool, name: str) -> nn.Module:
-    """All `num_layers` blocks as one scanned module: parameters [layers, ...].
-
-    A scan compiles the block once (not once per layer), and with a remat
-    policy the backward pass keeps only what the policy saves per layer, which
-    XLA honours on every backend (unrolled remat is free to be undone on CPU).
-    """
-    block = BertLayer
-    if cfg.remat_policy != "none":
-        block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False)
-    return nn.scan(
-        block,
-        variable_axes={"params": 0},
-        split_rngs={"params": True, "dropout": True},
-        in_axes=nn.broadcast,
-        length=cfg.num_layers,
-        metadata_params={nn.PARTITION_NAME: "layers"},
-    )(cfg, deterministic, name=name)
+    """All `num_layers` blocks as one scanned module: parameters [layers, ...]
+    (`common.scanned_layers`)."""
+    layers = scanned_layers(BertLayer, cfg.remat_policy, cfg.num_layers)
+    return layers(cfg, deterministic, name=name)
 
 
 class BertEncoder(nn.Module):

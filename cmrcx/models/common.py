@@ -33,6 +33,27 @@ REMAT_POLICIES = {
 }
 
 
+def scanned_layers(block, remat_policy: str, length: int, in_axes=nn.broadcast):
+    """`block` (a layer module class returning (carry, per-layer output)) repeated
+    `length` times as one scanned module: parameters [layers, ...] (logical axis
+    "layers"), one dropout and init key per layer, the extra call arguments (`in_axes`)
+    shared by every layer unless told otherwise. A scan compiles the block once (not
+    once per layer), and with a remat policy (`REMAT_POLICIES` name, "none" for none)
+    the backward pass keeps only what the policy saves per layer, which XLA honours on
+    every backend (unrolled remat is free to be undone on CPU). Call the result as the
+    block: `scanned_layers(...)(cfg, ..., name=...)`."""
+    if remat_policy != "none":
+        block = nn.remat(block, policy=REMAT_POLICIES[remat_policy], prevent_cse=False)
+    return nn.scan(
+        block,
+        variable_axes={"params": 0},
+        split_rngs={"params": True, "dropout": True},
+        in_axes=in_axes,
+        length=length,
+        metadata_params={nn.PARTITION_NAME: "layers"},
+    )
+
+
 def check_compute_options(dtype: str, remat_policy: str) -> None:
     """ValueError unless dtype is float32/bfloat16 and remat_policy one of REMAT_POLICIES."""
     if dtype not in ("float32", "bfloat16"):

@@ -26,10 +26,10 @@ import jax
 import jax.numpy as jnp
 
 from cmrcx.models.common import (
-    REMAT_POLICIES,
     check_compute_options,
     kernel_init,
     low_precision_dot_general,
+    scanned_layers,
     zeros_init,
 )
 
@@ -189,18 +189,10 @@ def _proj_std(cfg: GPT2Config) -> float:
 def _stacked_blocks(cfg: GPT2Config, deterministic: bool, mode: str) -> nn.Module:
     """All blocks as one scanned module `layers` (parameters [layers, ...]); "step" scans
     the caches ([layers, ...]) with the parameters."""
-    block = GPT2Block
-    if cfg.remat_policy != "none" and mode == "full":
-        block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False)
+    remat_policy = cfg.remat_policy if mode == "full" else "none"
     in_axes = (nn.broadcast, 0, 0, nn.broadcast) if mode == "step" else nn.broadcast
-    return nn.scan(
-        block,
-        variable_axes={"params": 0},
-        split_rngs={"params": True, "dropout": True},
-        in_axes=in_axes,
-        length=cfg.n_layer,
-        metadata_params={nn.PARTITION_NAME: "layers"},
-    )(cfg, deterministic, mode, name="layers")
+    layers = scanned_layers(GPT2Block, remat_policy, cfg.n_layer, in_axes)
+    return layers(cfg, deterministic, mode, name="layers")
 
 
 class GPT2Blocks(nn.Module):

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 
 from cmrcx.models.common import (
-    REMAT_POLICIES,
     check_compute_options,
     low_precision_dot_general,
+    scanned_layers,
 )
 
 FEED_FORWARD_PROJ = ("relu", "gated-gelu")  # T5 v1.0 (LongLM) | T5 v1.1, mT5
@@ -337,21 +337,13 @@ def _stacked_blocks(
 ) -> nn.Module:
     """All blocks of a stack as one scanned module `layers`: parameters [layers, ...].
 
-    As in models/bert.py: one compiled block, and a remat policy that XLA honours
-    on every backend. Modes "full" and "cross_cache" (a decoding step runs the same
-    parameters layer by layer: `T5Stack`, mode "step").
+    `common.scanned_layers`, remat in mode "full" only. Modes "full" and "cross_cache"
+    (a decoding step runs the same parameters layer by layer: `T5Stack`, mode "step").
     """
-    block = T5Block
-    if cfg.remat_policy != "none" and mode == "full":
-        block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False)
-    return nn.scan(
-        block,
-        variable_axes={"params": 0},
-        split_rngs={"params": True, "dropout": True},
-        in_axes=nn.broadcast,
-        length=cfg.num_decoder_layers if is_decoder else cfg.num_layers,
-        metadata_params={nn.PARTITION_NAME: "layers"},
-    )(cfg, is_decoder, deterministic, mode, name="layers")
+    remat_policy = cfg.remat_policy if mode == "full" else "none"
+    length = cfg.num_decoder_layers if is_decoder else cfg.num_layers
+    layers = scanned_layers(T5Block, remat_policy, length)
+    return layers(cfg, is_decoder, deterministic, mode, name="layers")
 
 
 class T5Stack(nn.Module):

@@ -33,7 +33,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from cmrcx.models.common import REMAT_POLICIES, check_compute_options, kernel_init, zeros_init
+from cmrcx.models.common import check_compute_options, kernel_init, scanned_layers, zeros_init
 
 # Feed-forward activations by their config.json `ff_activation` name (transformers'
 # ACT2FN): "gelu" is the exact erf GeLU (Chinese XLNet's xlnet_config.json), "gelu_new"
@@ -199,17 +199,9 @@ class XLNetLayer(nn.Module):
 
 def _stacked_layers(cfg: XLNetConfig, deterministic: bool, name: str) -> nn.Module:
     """All `num_layers` blocks as one scanned module: parameters [layers, ...] (as BERT's)."""
-    block = XLNetLayer
-    if cfg.remat_policy != "none":
-        block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False)
-    return nn.scan(
-        block,
-        variable_axes={"params": 0},
-        split_rngs={"params": True, "dropout": True},
-        in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
-        length=cfg.num_layers,
-        metadata_params={nn.PARTITION_NAME: "layers"},
-    )(cfg, deterministic, name=name)
+    in_axes = (nn.broadcast, nn.broadcast, nn.broadcast)
+    layers = scanned_layers(XLNetLayer, cfg.remat_policy, cfg.num_layers, in_axes)
+    return layers(cfg, deterministic, name=name)
 
 
 class XLNetEncoder(nn.Module):
