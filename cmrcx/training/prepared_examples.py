@@ -8,12 +8,17 @@ every few seconds), and writes every feature as one raw file of fixed-shape rows
     <cache>/prepared_examples/<task>-<split>-<key>/
         input_ids.bin ...        numeric features, [count, *shape] rows back to back
         context_id.npy ...       string features, one NumPy bytes array (host side only)
-        features.json            count, and each feature's dtype and shape
+        features.json            count, each feature's dtype and shape, and the dtype
+                                 its file holds
 
+An integer feature's file holds the narrowest integer type its values need (token ids
+of a 21,128-piece vocabulary in int16, masks and segment ids in int8: ChID's full-size
+training store is 1.5 GB instead of 4.4 GB); reading gives the feature's own dtype back.
 Training then gathers any rows by index (`rows`) and evaluation reads blocks in order
 (`block`), both with `os.pread`: nothing is memory-mapped, so the resident memory is
-the batch, not the file. The key is a SHA-1 of the store's format version, the task
-name, the split, and the caller's fingerprint (`cmrcx.training.runner` gives the run's
+the batch, not the file. The key is a SHA-1 of the store's format version, the installed
+versions of the libraries that turn text into examples (LIBRARIES), the task name, the
+split, and the caller's fingerprint (`cmrcx.training.runner` gives the run's
 data-shaping configuration, the official files' and vocabulary's contents and the
 preprocessing code), so a change in any of them makes a new store; building one removes
 the split's stores unused for UNUSED_DAYS.
@@ -24,7 +29,9 @@ folder and renames it into place, and a host that finds the folder there uses it
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -38,9 +45,19 @@ import seqio
 
 from cmrcx.common.progress import Progress
 
-STORE_VERSION = 1  # bump when the file layout changes
+STORE_VERSION = 2  # bump when the file layout changes (2: narrow integer files)
 FEATURES_FILE = "features.json"
 CHUNK = 256  # examples per write while building
+# Their versions are part of a store's key: an upgrade that tokenizes differently makes
+# new stores.
+LIBRARIES = (
+    "seqio",
+    "tensorflow",
+    "tensorflow-text",
+    "tensorflow-datasets",
+    "sentencepiece",
+    "jieba",
+)
 # A new store of a task's split removes the others of that split not used for this long
 # (older data, configurations or code; ChID's training split takes GBs).
 UNUSED_DAYS = 7
@@ -55,6 +72,7 @@ class PreparedSplit:
             meta = json.load(f)
         self.count: int = meta["count"]
         self.numeric = {k: (np.dtype(d), tuple(s)) for k, (d, s) in meta["numeric"].items()}
+        self.stored = {k: np.dtype(d) for k, d in meta["stored"].items()}
         self.string_keys: list[str] = meta["strings"]
         self._strings: dict[str, np.ndarray] = {}
 
@@ -62,8 +80,7 @@ class PreparedSplit:
         return self.count
 
     def _row_bytes(self, key: str) -> int:
-        dtype, shape = self.numeric[key]
-        return dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        return self.stored[key].itemsize * int(np.prod(self.numeric[key][1], dtype=np.int64))
 
     def _path(self, key: str) -> str:
         return os.path.join(self.directory, f"{key}.bin")
@@ -76,13 +93,13 @@ class PreparedSplit:
         for key in keys:
             dtype, shape = self.numeric[key]
             size = self._row_bytes(key)
-            values = np.empty((len(indices), *shape), dtype)
+            values = np.empty((len(indices), *shape), self.stored[key])
             flat = values.reshape(len(indices), -1).view(np.uint8)
             with open(self._path(key), "rb") as f:
                 fd = f.fileno()
                 for i in order:
                     flat[i] = np.frombuffer(os.pread(fd, size, int(indices[i]) * size), np.uint8)
-            out[key] = values
+            out[key] = values.astype(dtype, copy=False)
         return out
 
     def block(self, start: int, stop: int, keys: Sequence[str]) -> dict[str, np.ndarray]:
@@ -97,7 +114,8 @@ class PreparedSplit:
             size = self._row_bytes(key)
             with open(self._path(key), "rb") as f:
                 data = os.pread(f.fileno(), size * (stop - start), start * size)
-            out[key] = np.frombuffer(data, dtype).reshape(stop - start, *shape).copy()
+            values = np.frombuffer(data, self.stored[key]).reshape(stop - start, *shape)
+            out[key] = values.astype(dtype)  # a copy: the bytes object is not writable
         return out
 
     def strings(self, key: str) -> np.ndarray:
@@ -120,9 +138,8 @@ class PreparedStore:
         self._splits: dict[tuple[str, str], PreparedSplit | None] = {}
 
     def directory(self, task_name: str, split: str) -> str:
-        key = hashlib.sha1(
-            "\0".join([str(STORE_VERSION), task_name, split, self.fingerprint]).encode()
-        ).hexdigest()[:16]
+        parts = [str(STORE_VERSION), *library_versions(), task_name, split, self.fingerprint]
+        key = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:16]
         return os.path.join(self.root, "prepared_examples", f"{task_name}-{split}-{key}")
 
     @staticmethod
@@ -162,7 +179,7 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
         shown=jax.process_index() == 0,
         note=" (once; cached for later runs)",
     )
-    files, strings, numeric, count = {}, {}, {}, 0
+    files, strings, numeric, stored, count = {}, {}, {}, {}, 0
     try:
         for chunk in dataset.batch(CHUNK).prefetch(2).as_numpy_iterator():
             rows = len(next(iter(chunk.values())))
@@ -170,10 +187,17 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
                 if value.dtype.kind in "SUO":
                     strings.setdefault(key, []).extend(value)
                     continue
+                path = os.path.join(partial, f"{key}.bin")
                 if key not in files:
                     numeric[key] = (value.dtype.str, list(value.shape[1:]))
-                    files[key] = open(os.path.join(partial, f"{key}.bin"), "wb")  # noqa: SIM115
-                files[key].write(np.ascontiguousarray(value).tobytes())
+                    stored[key] = narrowest_dtype(value)
+                    files[key] = open(path, "wb")  # noqa: SIM115
+                needed = np.promote_types(stored[key], narrowest_dtype(value))
+                if needed != stored[key]:  # a value the earlier chunks' type cannot hold
+                    files[key].close()
+                    _widen(path, stored[key], needed)
+                    stored[key], files[key] = needed, open(path, "ab")  # noqa: SIM115
+                files[key].write(np.ascontiguousarray(value, stored[key]).tobytes())
             count += rows
             progress.update(count)
     finally:
@@ -181,7 +205,12 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
             f.close()
     for key, values in strings.items():
         np.save(os.path.join(partial, f"{key}.npy"), np.asarray(values, dtype=np.bytes_))
-    meta = {"count": count, "numeric": numeric, "strings": sorted(strings)}
+    meta = {
+        "count": count,
+        "numeric": numeric,
+        "stored": {key: dtype.str for key, dtype in stored.items()},
+        "strings": sorted(strings),
+    }
     with open(os.path.join(partial, FEATURES_FILE), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=1)
     progress.done(count, f" -> {directory}")
@@ -191,6 +220,42 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
         if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
             raise
         shutil.rmtree(partial, ignore_errors=True)
+
+
+@functools.cache
+def library_versions() -> tuple[str, ...]:
+    """ "name==version" of each of LIBRARIES ("name absent" if not installed)."""
+    versions = []
+    for name in LIBRARIES:
+        try:
+            versions.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{name} absent")
+    return tuple(versions)
+
+
+def narrowest_dtype(values: np.ndarray) -> np.dtype:
+    """The narrowest integer dtype of `values`' kind (signed or not) that holds them all;
+    other dtypes (floats, booleans) unchanged."""
+    if values.dtype.kind not in "iu" or values.size == 0:
+        return values.dtype
+    low, high = int(values.min()), int(values.max())
+    for bits in (8, 16, 32):
+        dtype = np.dtype(f"{values.dtype.kind}{bits // 8}")
+        info = np.iinfo(dtype)
+        if dtype.itemsize >= values.dtype.itemsize or info.min <= low and high <= info.max:
+            return dtype
+    return values.dtype
+
+
+def _widen(path: str, old: np.dtype, new: np.dtype, block: int = 1 << 24) -> None:
+    """Rewrites the file of `old` values at `path` as `new` ones, `block` values at a time
+    (a chunk whose values do not fit the type the earlier chunks needed)."""
+    wider = f"{path}.wider"
+    with open(path, "rb") as source, open(wider, "wb") as target:
+        while data := source.read(block * old.itemsize):
+            target.write(np.frombuffer(data, old).astype(new).tobytes())
+    os.replace(wider, path)
 
 
 def _remove_unused_since(directory: str, days: float) -> None:

@@ -1,5 +1,7 @@
-"""The prepared store: rows by index and blocks in order read back what was written;
-a partial store of a process that died is removed, a live one's is left."""
+"""The prepared store: rows by index and blocks in order read back what was written, in
+each feature's own dtype from files of the narrowest integer type (widened when a later
+chunk needs it); a partial store of a process that died is removed, a live one's is
+left."""
 
 import os
 import subprocess
@@ -12,14 +14,13 @@ import tensorflow as tf
 from cmrcx.training import prepared_examples
 
 
-def _register(name: str) -> str:
+def _register(name: str, features=None) -> str:
     ids = np.arange(30, dtype=np.int32).reshape(10, 3)
+    features = features or {"ids": ids, "id": [f"q{i}".encode() for i in range(10)]}
 
     def examples(split, shuffle_files):
         del split, shuffle_files
-        return tf.data.Dataset.from_tensor_slices(
-            {"ids": ids, "id": [f"q{i}".encode() for i in range(10)]}
-        )
+        return tf.data.Dataset.from_tensor_slices(features)
 
     seqio.TaskRegistry.remove(name)
     seqio.TaskRegistry.add(
@@ -47,6 +48,16 @@ def test_rows_and_blocks_read_back(tmp_path):
     assert other.directory(name, "train") != store.directory(name, "train")
 
 
+def test_another_version_of_a_text_library_makes_another_store(tmp_path, monkeypatch):
+    store = prepared_examples.PreparedStore(str(tmp_path), "fingerprint")
+    versions = prepared_examples.library_versions()
+    assert any(v.startswith("seqio==") for v in versions), versions
+    before = store.directory("task", "train")
+    upgraded = tuple(v.replace("seqio==", "seqio==9.") for v in versions)
+    monkeypatch.setattr(prepared_examples, "library_versions", lambda: upgraded)
+    assert store.directory("task", "train") != before
+
+
 def test_abandoned_partial_stores_are_removed(tmp_path):
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
@@ -69,3 +80,57 @@ def test_a_new_store_removes_the_splits_stores_unused_for_a_week(tmp_path):
     os.utime(os.path.join(old_dir, "features.json"), (stamp, stamp))
     prepared_examples.PreparedStore(str(tmp_path), "new data").split(name, "train")
     assert not os.path.exists(old_dir) and os.path.exists(recent_dir)
+
+
+def test_integer_files_are_narrow_and_read_back_in_their_own_dtype(tmp_path):
+    count = 3 * prepared_examples.CHUNK + 5
+    rng = np.random.default_rng(0)
+    features = {
+        "token_ids": rng.integers(0, 21128, (count, 2, 4)).astype(np.int32),
+        "mask": rng.integers(0, 2, (count, 4)).astype(np.int32),
+        "label": np.where(np.arange(count) % 3 == 0, -1, 1).astype(np.int32),
+        "big": np.arange(count, dtype=np.int64) * 10**10,
+        "unsigned": np.arange(count, dtype=np.uint32),
+        "score": rng.standard_normal(count).astype(np.float32),
+        # fits int8 in the first chunk, int16 from the second, int32 in the last
+        "widened": np.concatenate(
+            [
+                np.full(prepared_examples.CHUNK, -7),
+                np.full(prepared_examples.CHUNK, 300),
+                np.full(count - 2 * prepared_examples.CHUNK, 70_000),
+            ]
+        ).astype(np.int32),
+    }
+    name = _register("prepared_examples_narrow_test", features)
+    split = prepared_examples.PreparedStore(str(tmp_path), "fingerprint").split(name, "train")
+    stored = {key: dtype.str for key, dtype in split.stored.items()}
+    assert stored == {
+        "token_ids": "<i2",
+        "mask": "|i1",
+        "label": "|i1",
+        "big": "<i8",
+        "unsigned": "<u2",
+        "score": "<f4",
+        "widened": "<i4",
+    }
+    assert os.path.getsize(os.path.join(split.directory, "mask.bin")) == count * 4
+    indices = [count - 1, 0, 300, 300, 700]
+    rows = split.rows(indices, list(features))
+    block = split.block(250, 800, list(features))
+    for key, values in features.items():
+        assert rows[key].dtype == values.dtype and block[key].dtype == values.dtype, key
+        np.testing.assert_array_equal(rows[key], values[indices])
+        np.testing.assert_array_equal(block[key], values[250:800])
+    block["mask"][0] = 5  # a block is the caller's to change
+
+
+def test_narrowest_dtype():
+    narrowest = prepared_examples.narrowest_dtype
+    assert narrowest(np.array([-128, 127], np.int32)) == np.int8
+    assert narrowest(np.array([-129], np.int32)) == np.int16
+    assert narrowest(np.array([40_000], np.int32)) == np.int32
+    assert narrowest(np.array([2**40], np.int64)) == np.int64
+    assert narrowest(np.array([255], np.uint32)) == np.uint8
+    assert narrowest(np.array([1], np.int8)) == np.int8
+    assert narrowest(np.array([True])) == np.bool_
+    assert narrowest(np.array([0.5], np.float64)) == np.float64
