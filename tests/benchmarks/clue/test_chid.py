@@ -184,6 +184,43 @@ def test_passage_tokens_follow_the_baseline_split() -> None:
     ]
 
 
+def _character_loop(passage: str) -> list[str]:
+    """The loop over characters `chid.passage_tokens` ran until its regular expression
+    (2026-11-29), which the tests above and the real-data runs had checked."""
+    text = chid.normalize_passage(passage)
+    tokens: list[str] = []
+    glued, i = False, 0
+    while i < len(text):
+        if text.startswith(chid.TAG_PREFIX, i):
+            tokens.append(text[i : i + chid.TAG_LENGTH])
+            i, glued = i + chid.TAG_LENGTH, False
+            continue
+        char = text[i]
+        if char in chid._WHITESPACE:
+            glued = False
+        elif char in chid._PUNCTUATION or chid._CJK.match(char):
+            tokens.append(char)
+            glued = False
+        elif glued:
+            tokens[-1] += char
+        else:
+            tokens.append(char)
+            glued = True
+        i += 1
+    return tokens
+
+
+def test_passage_tokens_are_the_character_loops_on_random_texts() -> None:
+    rng = random.Random(29)
+    alphabet = [*"ab1 \t\n\r#idom0.~$'-", "#idiom", "#idiom000001#", "\u2581", "\u202f"]
+    alphabet += [*"。，“”‘’—―…好𠀀ｶ－～「」（）", "——", "\U0002f800", "\uf900", "\u3400"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assert chid.passage_tokens(text) == _character_loop(text), repr(text)
+    passage = "他说：“好…”——然后NBA 2019年#idiom000001#abc#idiom12，尾#idiom"
+    assert chid.passage_tokens(passage) == _character_loop(passage)
+
+
 def test_each_doc_token_is_tokenized_on_its_own() -> None:
     tok = CharTokenizer()
     chid.blank_features(_blank("在NBA 2019年#idiom000001#打球"), tok, IDS, 64, 2)
