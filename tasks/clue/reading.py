@@ -225,18 +225,14 @@ def choice_examples(
     else:
         ids, features = c3.SpecialIds.from_vocabulary(vocabulary), c3.question_features
     texts_of = None if xlnet else {"c3": _c3_texts, "chid": _chid_texts}[row.dataset]
-    known: dict[str, list[int]] = {}
+    known = _Known(encode)
+    build = functools.partial(features, tokenize=known.__getitem__, ids=ids)
     for start in range(0, len(records), _TOKENIZE_CHUNK):
         chunk = records[start : start + _TOKENIZE_CHUNK]
         if texts_of is not None:
             if len(known) > _KNOWN_TEXTS:
                 known.clear()
             known.update(_encode_all(vocabulary, texts_of(chunk), known))
-
-        def tokenize(text):
-            return known[text] if text in known else encode(text)
-
-        build = functools.partial(features, tokenize=tokenize, ids=ids)
         for index, record in enumerate(chunk, start):
             example = build(record, max_seq_length=max_length)
             example["example_index"] = np.int32(index)
@@ -250,32 +246,44 @@ _TOKENIZE_CHUNK = 256
 _KNOWN_TEXTS = 1 << 18
 
 
+class _Known(dict):
+    """{text: ids} of the texts tokenized together; any other text is encoded on its own."""
+
+    def __init__(self, encode):
+        super().__init__()
+        self._encode = encode
+
+    def __missing__(self, text: str):
+        return self._encode(text)
+
+
 def _c3_texts(questions) -> list[str]:
-    """The texts `c3.question_features` tokenizes, in its spelling (lower-cased)."""
+    """The texts `c3.question_features` tokenizes, in its spelling (lower-cased), once each."""
     texts = []
     for q in questions:
         texts += ["\n".join(q.context).lower(), q.question.lower()]
         texts += [choice.lower() for choice in c3.padded_choices(q.choices)]
-    return texts
+    return list(dict.fromkeys(texts))
 
 
 def _chid_texts(blanks) -> list[str]:
-    """The texts `chid.blank_features` tokenizes: candidates and the passages' doc tokens."""
-    texts = []
+    """The texts `chid.blank_features` tokenizes, once each, sorted: candidates and the
+    passages' doc tokens (a chunk's passages hold a few thousand distinct ones)."""
+    texts: set[str] = set()
     for blank in blanks:
-        texts += blank.candidates
-        tokens = chid.passage_tokens(blank.passage)
-        texts += [token for token in tokens if not chid.TAG_PATTERN.fullmatch(token)]
-    return texts
+        texts.update(blank.candidates)
+        texts.update(chid.passage_tokens(blank.passage))
+    return sorted(text for text in texts if not chid.TAG_PATTERN.fullmatch(text))
 
 
 def _encode_all(vocabulary, texts: Sequence[str], known) -> dict[str, list[int]]:
-    """{text: WordPiece ids} of the distinct texts not in `known`, in one `encode_tf` call."""
-    distinct = [text for text in dict.fromkeys(texts) if text not in known]
-    if not distinct:
+    """{text: WordPiece ids} of the `texts` (distinct) not in `known`, in one `encode_tf`
+    call."""
+    new = [text for text in texts if text not in known]
+    if not new:
         return {}
-    ids = vocabulary.encode_tf(tf.constant(distinct, tf.string)).to_list()
-    return dict(zip(distinct, ids, strict=True))
+    ids = vocabulary.encode_tf(tf.constant(new, tf.string)).to_list()
+    return dict(zip(new, ids, strict=True))
 
 
 def _stacked(examples, size: int = _TOKENIZE_CHUNK):

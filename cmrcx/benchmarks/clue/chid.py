@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -284,15 +285,20 @@ def passage_tokens(passage: str) -> list[str]:
     >>> passage_tokens("他在NBA打球，#idiom000001#。")
     ['他', '在', 'NBA', '打', '球', '，', '#idiom000001#', '。']
     """
-    return list(_passage_tokens(passage))
+    return list(_doc_tokens(passage)[0])
 
 
 # The last 1024 passages' tokens are kept: `tasks/clue/reading.py` splits a chunk of 256
 # blanks' passages once to collect the texts to tokenize, then again to build each
 # blank's features, and the second time finds them here.
 @functools.lru_cache(maxsize=1024)
-def _passage_tokens(passage: str) -> tuple[str, ...]:
-    return tuple(_DOC_TOKEN.findall(normalize_passage(passage)))
+def _doc_tokens(passage: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """(the passage's doc tokens, the positions of those that are blanks)."""
+    tokens = tuple(_DOC_TOKEN.findall(normalize_passage(passage)))
+    blanks = tuple(
+        i for i, token in enumerate(tokens) if token[0] == "#" and TAG_PATTERN.fullmatch(token)
+    )
+    return tokens, blanks
 
 
 def blank_window(pieces: Sequence[Any], position: int, num_tokens: int) -> tuple[list, list]:
@@ -361,9 +367,14 @@ def context_ids(
     blank in the window counts as one piece, then becomes 4 [MASK] and the sides are cut
     back to their length (left from its start, right from its end).
     """
+    tokens, blanks = _doc_tokens(blank.passage)
     pieces: list[Any] = []
-    for token in passage_tokens(blank.passage):
-        pieces.extend([token] if TAG_PATTERN.fullmatch(token) else tokenize(token))
+    start = 0
+    for position in blanks:  # a blank is one piece: itself
+        pieces.extend(itertools.chain.from_iterable(map(tokenize, tokens[start:position])))
+        pieces.append(tokens[position])
+        start = position + 1
+    pieces.extend(itertools.chain.from_iterable(map(tokenize, tokens[start:])))
     left, right = blank_window(pieces, pieces.index(blank.tag), num_tokens)
     num_left, num_right = len(left), len(right)
     left = _masked(left, blank.tag, ids.mask_id)
