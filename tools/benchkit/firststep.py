@@ -77,6 +77,8 @@ def child(task: str, data_dir: str, model_dir: str, cache: str, resume: bool) ->
         t = time.perf_counter()
         report["examples"] = input_pipeline.count_examples(runner.train_task, split, runner.store)
         report["prepare_examples_seconds"] = time.perf_counter() - t
+        store = runner.store.directory(runner.train_task, split)
+        report["store_bytes"] = sum(entry.stat().st_size for entry in os.scandir(store))
     stop = 2 if resume else 1
     t = time.perf_counter()
     runner.train(stop_at=stop)
@@ -175,6 +177,8 @@ def print_firststep(report: dict) -> None:
     print(f"TFDS preparation + the source's records: {fresh['tfds_seconds']:.1f} s")
     print(f"preparing the examples (store, once): {fresh['prepare_examples_seconds']:.1f} s")
     print(f"  {report['store_line']}")
+    if "store_bytes" in fresh:
+        print(f"  the store on disk: {fresh['store_bytes'] / 1e9:.2f} GB")
     print(f"fresh run: first step {fresh['train_to_step_seconds']:.1f} s after preparation "
           f"(process start to step 1: {fresh['process_to_step_seconds']:.1f} s)")  # fmt: skip
     print(f"resume: process start to step 2: {resumed['process_to_step_seconds']:.1f} s")
