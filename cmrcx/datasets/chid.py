@@ -1,4 +1,4 @@
-"""TFDS builder `chid`: CLUE's ChID files, one record per blank, read unchanged.
+"""TFDS builder `chid`: CLUE's ChID files, one record per line, read unchanged.
 
 DATA_DIR is the unpacked official ``chid_public/`` folder: train.json + train_answer.json
 (train), dev.json + dev_answer.json (validation),
@@ -8,10 +8,14 @@ assumed). Every record goes through `cmrcx.benchmarks.clue.chid.read_split`, so 
 malformed line or answer fails the build with that reader's `DataFormatError` (file, line or
 answer key, field).
 
-Records, in file order (``disable_shuffling``), one per blank: ``line_index`` (0-based line,
-the unit the baseline decodes together), ``line_number``, ``passage_index``, ``tag``
-(``#idiomNNNNNN#``), ``passage`` (the passage holding the blank, unchanged),
-``candidates`` (the line's idioms) and ``label`` (answer index, -1 in a test file).
+Records, in file order (``disable_shuffling``), one per line that holds a blank:
+``line_index`` (0-based line, the unit the baseline decodes together), ``line_number``,
+``passages`` (the line's ``content`` up to the last passage with a blank, each unchanged,
+a passage without a blank empty), ``candidates`` (the line's idioms), and per blank, in
+the reader's order: ``tags`` (``#idiomNNNNNN#``), ``passage_indices`` (the passage
+holding it) and ``labels`` (answer index, -1 in a test file). `blanks` turns a record
+back into the reader's `ChidBlank`s. (Version 1 had one record per blank, repeating its
+passage and the line's candidates in each; README has the times.)
 
 Each split is prepared on its own when first read (`prepare`, `load_split`), under a folder
 keyed by the data dir, the config, the split and the contents of the files it reads.
@@ -19,11 +23,13 @@ keyed by the data dir, the config, the split and the contents of the files it re
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from cmrcx.benchmarks.clue.chid import VERSIONS, read_split, split_files
+from cmrcx.benchmarks.clue.chid import VERSIONS, ChidBlank, read_split, split_files
 from cmrcx.datasets import versioned_clue
 from cmrcx.datasets.versioned_clue import VersionedClueBuilder, version_configs
 
@@ -47,14 +53,16 @@ MANUAL_INSTRUCTIONS = (
 
 
 class Chid(VersionedClueBuilder):
-    """ChID idiom cloze: one multiple-choice record per blank."""
+    """ChID idiom cloze: one record per line, its blanks multiple-choice examples."""
 
     # A new version re-reads files prepared by an older reader, whose checks they skipped.
-    VERSION = tfds.core.Version("1.1.0")
+    VERSION = tfds.core.Version("2.0.0")
     RELEASE_NOTES = {
         "1.0.0": "Official files read unchanged; file order kept.",
         "1.1.0": "A line with more blanks than candidates, or more than 10 candidates, is "
         "refused when read (not when decoded); empty content and candidates are read.",
+        "2.0.0": "One record per line (its passages, candidates and blanks) instead of one "
+        "per blank, which repeated its passage and the candidates.",
     }
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_INSTRUCTIONS
     BUILDER_CONFIGS = version_configs("chid", VERSIONS)
@@ -67,11 +75,11 @@ class Chid(VersionedClueBuilder):
                 {
                     "line_index": np.int32,
                     "line_number": np.int32,
-                    "passage_index": np.int32,
-                    "tag": tfds.features.Text(),
-                    "passage": tfds.features.Text(),
+                    "passages": tfds.features.Sequence(tfds.features.Text()),
                     "candidates": tfds.features.Sequence(tfds.features.Text()),
-                    "label": np.int32,
+                    "tags": tfds.features.Sequence(tfds.features.Text()),
+                    "passage_indices": tfds.features.Sequence(np.int32),
+                    "labels": tfds.features.Sequence(np.int32),
                 }
             ),
             homepage=HOMEPAGE,
@@ -82,19 +90,50 @@ class Chid(VersionedClueBuilder):
 
     def _generate_examples(self, data_dir: str, split: str):
         records = read_split(data_dir, split, self.builder_config.clue_version)
-        for blank in records.blanks:
+        for line_index, group in itertools.groupby(records.blanks, lambda b: b.line_index):
+            blanks = list(group)
+            passages: dict[int, str] = {}
+            for blank in blanks:
+                passages[blank.passage_index] = blank.passage
+            first = blanks[0]
             yield (
-                blank.tag,
+                str(line_index),
                 {
-                    "line_index": blank.line_index,
-                    "line_number": blank.line_number,
-                    "passage_index": blank.passage_index,
-                    "tag": blank.tag,
-                    "passage": blank.passage,
-                    "candidates": list(blank.candidates),
-                    "label": -1 if blank.label is None else blank.label,
+                    "line_index": line_index,
+                    "line_number": first.line_number,
+                    "passages": [passages.get(k, "") for k in range(max(passages) + 1)],
+                    "candidates": list(first.candidates),
+                    "tags": [blank.tag for blank in blanks],
+                    "passage_indices": [blank.passage_index for blank in blanks],
+                    "labels": [-1 if blank.label is None else blank.label for blank in blanks],
                 },
             )
+
+
+def blanks(record: dict) -> list[ChidBlank]:
+    """A record (NumPy values, as `tfds.as_numpy` or `cmrcx.datasets.records` give them) as
+    the reader's blanks: a line's share one tuple of candidates and their passages' str."""
+    passages = [_text(passage) for passage in record["passages"]]
+    candidates = tuple(_text(candidate) for candidate in record["candidates"])
+    line_index, line_number = int(record["line_index"]), int(record["line_number"])
+    return [
+        ChidBlank(
+            line_index=line_index,
+            line_number=line_number,
+            passage_index=int(k),
+            tag=_text(tag),
+            passage=passages[int(k)],
+            candidates=candidates,
+            label=None if label < 0 else int(label),
+        )
+        for tag, k, label in zip(
+            record["tags"], record["passage_indices"], record["labels"], strict=True
+        )
+    ]
+
+
+def _text(value) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def available_splits(data_dir: str, version: str = "1.1") -> list[str]:

@@ -108,18 +108,8 @@ def load_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None)
         ]
     if row.dataset == "chid":
         dataset = chid_tfds.load_split(data_dir, split, row.clue_version, cache_dir)
-        return [
-            chid.ChidBlank(
-                line_index=int(r["line_index"]),
-                line_number=int(r["line_number"]),
-                passage_index=int(r["passage_index"]),
-                tag=_text(r["tag"]),
-                passage=_text(r["passage"]),
-                candidates=_texts(r["candidates"]),
-                label=None if r["label"] < 0 else int(r["label"]),
-            )
-            for r in _read(dataset, row.dataset, split)
-        ]
+        lines = _read(dataset, row.dataset, split)  # one record per line
+        return [blank for line in lines for blank in chid_tfds.blanks(line)]
     dataset = c3_tfds.load_split(data_dir, split, row.clue_version, cache_dir)
     return [
         c3.C3Question(

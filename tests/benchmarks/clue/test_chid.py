@@ -431,17 +431,39 @@ def test_submission_reader_errors(tmp_path: Path, document, message) -> None:
 # --- TFDS ---------------------------------------------------------------------------------
 
 
-def test_tfds_builds_the_bundled_validation_split(tmp_path: Path) -> None:
+@pytest.mark.parametrize("split", ["train", "validation", "test"])
+def test_tfds_records_are_the_readers_blanks_one_record_per_line(tmp_path: Path, split) -> None:
     records = list(
-        chid_tfds.load_split(str(SAMPLE), "validation", cache_dir=str(tmp_path)).as_numpy_iterator()
+        chid_tfds.load_split(str(SAMPLE), split, cache_dir=str(tmp_path)).as_numpy_iterator()
     )
-    blanks = chid.read_split(SAMPLE, "validation").blanks
-    assert [r["tag"].decode() for r in records] == [b.tag for b in blanks]
-    assert [int(r["label"]) for r in records] == [b.label for b in blanks]
-    assert [int(r["line_index"]) for r in records] == [b.line_index for b in blanks]
-    first = records[0]
-    assert first["passage"].decode() == blanks[0].passage
-    assert [c.decode() for c in first["candidates"]] == list(blanks[0].candidates)
+    read = chid.read_split(SAMPLE, split)
+    assert [blank for r in records for blank in chid_tfds.blanks(r)] == list(read.blanks)
+    assert [int(r["line_index"]) for r in records] == sorted({b.line_index for b in read.blanks})
+    assert sum(len(r["tags"]) for r in records) == len(read.blanks) > len(records)
+
+
+def test_tfds_records_of_a_line_with_passages_without_blanks(tmp_path: Path) -> None:
+    lines = [
+        {"content": ["无空。", "甲#idiom000002#乙", "也无。", "#idiom000001#丙"],
+         "candidates": ["一二三四", "五六七八"]},
+        {"content": ["没有空。"], "candidates": ["一二三四"]},
+        {"content": ["丁#idiom000003#"], "candidates": ["五六七八", "一二三四"]},
+    ]  # fmt: skip
+    answers = {"#idiom000001#": 0, "#idiom000002#": 1, "#idiom000003#": 1}
+    _write(tmp_path, lines, answers)
+    records = list(
+        chid_tfds.load_split(str(tmp_path), "validation", cache_dir=str(tmp_path / "c"))
+        .as_numpy_iterator()
+    )  # fmt: skip
+    assert len(records) == 2  # the line without a blank has no record
+    assert [p.decode() for p in records[0]["passages"]] == ["", lines[0]["content"][1], "",
+                                                            lines[0]["content"][3]]  # fmt: skip
+    blanks = [blank for r in records for blank in chid_tfds.blanks(r)]
+    assert blanks == list(chid.read_split(tmp_path, "validation").blanks)
+    assert [(b.tag, b.passage_index, b.label) for b in blanks] == [
+        ("#idiom000002#", 1, 1), ("#idiom000001#", 3, 0), ("#idiom000003#", 0, 1)
+    ]  # fmt: skip
+    assert blanks[0].candidates is blanks[1].candidates  # one tuple per line
 
 
 def test_the_current_zips_test_json_is_the_1_1_test_split(tmp_path):
