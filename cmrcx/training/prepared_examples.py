@@ -224,7 +224,7 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
 
 @functools.cache
 def library_versions() -> tuple[str, ...]:
-    """ "name==version" of each of LIBRARIES ("name absent" if not installed)."""
+    """Each of LIBRARIES as "name==version" ("name absent" when it is not installed)."""
     versions = []
     for name in LIBRARIES:
         try:
