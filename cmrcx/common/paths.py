@@ -4,6 +4,7 @@ bundled samples and tiny vocabularies); other paths are made absolute."""
 from __future__ import annotations
 
 import importlib.resources
+import importlib.util
 import os
 
 PACKAGE_PREFIX = "cmrcx:"
@@ -20,3 +21,13 @@ def resolve_path(path: str | None) -> str | None:
     if path.startswith(PACKAGE_PREFIX):
         return package_path(path[len(PACKAGE_PREFIX) :])
     return os.path.abspath(os.path.expanduser(path))
+
+
+def subpackage_folders(name: str) -> list[str]:
+    """The folders `cmrcx.<name>` is imported from: ``cmrcx/<name>`` of an installed wheel,
+    but ``tasks/`` itself for ``cmrcx.tasks`` in an editable checkout (pyproject.toml's
+    package-dir), where ``cmrcx/tasks`` does not exist."""
+    spec = importlib.util.find_spec(f"cmrcx.{name}")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"cmrcx.{name} is not a package")
+    return list(spec.submodule_search_locations)

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from cmrcx.common import errors
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.files import write_atomically
+from cmrcx.common.paths import subpackage_folders
 from cmrcx.datasets import prepared_splits
 from cmrcx.training import (
     checkpoints,
@@ -471,8 +472,7 @@ def prepared_store(run: RunConfig) -> prepared_examples.PreparedStore:
     config = run_config.run_config_json(run)
     for field in _NOT_DATA_FIELDS:
         config.pop(field, None)
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = [os.path.join(package, name) for name in _PREPROCESSING_CODE]
+    code = [folder for name in _PREPROCESSING_CODE for folder in subpackage_folders(name)]
     files = [p for p in (run.data_dir, run.validation_data_dir, run.vocab_file) if p]
     fingerprint = "\0".join(
         [

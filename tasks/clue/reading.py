@@ -30,7 +30,8 @@ with the same features:
       [length] for decoding back to the passage's characters.
   multiple choice (ChID, C3), one example per blank / question:
       input_ids, token_type_ids, input_mask [choices, length]; choice_mask [choices];
-      label [] (-1 in a test split); example_index [] (the record's index).
+      label [] (-1 in a test split); example_index [] (the blank's / question's index in
+      the split, in file order).
 
 Metrics (`METRIC_FNS`): CMRC 2018 the official evaluator's EM, F1 and AVERAGE over
 (gold answer lists, predicted texts); ChID and C3 accuracy over choice indices.

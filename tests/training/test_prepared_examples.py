@@ -132,5 +132,6 @@ def test_narrowest_dtype():
     assert narrowest(np.array([2**40], np.int64)) == np.int64
     assert narrowest(np.array([255], np.uint32)) == np.uint8
     assert narrowest(np.array([1], np.int8)) == np.int8
+    assert narrowest(np.zeros((0, 3), np.int32)) == np.int8
     assert narrowest(np.array([True])) == np.bool_
     assert narrowest(np.array([0.5], np.float64)) == np.float64

@@ -78,7 +78,8 @@ def child(task: str, data_dir: str, model_dir: str, cache: str, resume: bool) ->
         report["examples"] = input_pipeline.count_examples(runner.train_task, split, runner.store)
         report["prepare_examples_seconds"] = time.perf_counter() - t
         store = runner.store.directory(runner.train_task, split)
-        report["store_bytes"] = sum(entry.stat().st_size for entry in os.scandir(store))
+        if os.path.isdir(store):  # a SeqIO mixture has no store of its own
+            report["store_bytes"] = sum(entry.stat().st_size for entry in os.scandir(store))
     stop = 2 if resume else 1
     t = time.perf_counter()
     runner.train(stop_at=stop)
