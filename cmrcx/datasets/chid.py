@@ -31,6 +31,7 @@ import tensorflow_datasets as tfds
 
 from cmrcx.benchmarks.clue.chid import VERSIONS, ChidBlank, read_split, split_files
 from cmrcx.datasets import versioned_clue
+from cmrcx.datasets.records import text, texts
 from cmrcx.datasets.versioned_clue import VersionedClueBuilder, version_configs
 
 DOWNLOAD_URL = "https://storage.googleapis.com/cluebenchmark/tasks/chid_public.zip"
@@ -113,15 +114,15 @@ class Chid(VersionedClueBuilder):
 def blanks(record: dict) -> list[ChidBlank]:
     """A record (NumPy values, as `tfds.as_numpy` or `cmrcx.datasets.records` give them) as
     the reader's blanks: a line's share one tuple of candidates and their passages' str."""
-    passages = [_text(passage) for passage in record["passages"]]
-    candidates = tuple(_text(candidate) for candidate in record["candidates"])
+    passages = texts(record["passages"])
+    candidates = texts(record["candidates"])
     line_index, line_number = int(record["line_index"]), int(record["line_number"])
     return [
         ChidBlank(
             line_index=line_index,
             line_number=line_number,
             passage_index=int(k),
-            tag=_text(tag),
+            tag=text(tag),
             passage=passages[int(k)],
             candidates=candidates,
             label=None if label < 0 else int(label),
@@ -130,10 +131,6 @@ def blanks(record: dict) -> list[ChidBlank]:
             record["tags"], record["passage_indices"], record["labels"], strict=True
         )
     ]
-
-
-def _text(value) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def available_splits(data_dir: str, version: str = "1.1") -> list[str]:

@@ -7,7 +7,7 @@ prepared split back into records goes through them: CLUE's reading comprehension
 (`cmrcx.tasks.clue.reading`), LOT's (`cmrcx.datasets.lot.split_records`) and CMRC 2019's
 answers (`cmrcx.training.run_tasks.cmrc2019`); SeqIO's own pipelines read them as
 tf.data. A sequence field's arrays are views of their batch's: a caller that keeps many
-of them converts them (to tuples of str, ints) as these do.
+of them converts them (to tuples of str with `texts`, ints) as these do.
 """
 
 from __future__ import annotations
@@ -39,6 +39,16 @@ def read_records(dataset: tf.data.Dataset, what: str) -> Iterator[dict]:
     """`numpy_records` with a progress line named `what` ("reading chid train records")
     when the read takes longer than a few seconds (process 0 prints; every process reads)."""
     return progress.counted(numpy_records(dataset), what, jax.process_index() == 0)
+
+
+def text(value) -> str:
+    """A text field's value (bytes from tf.data) as str."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def texts(values) -> tuple[str, ...]:
+    """A sequence-of-text field's values as a tuple of str."""
+    return tuple(text(value) for value in values)
 
 
 def _rows(value) -> Sequence:

@@ -189,11 +189,12 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
                     strings.setdefault(key, []).extend(value)
                     continue
                 path = os.path.join(partial, f"{key}.bin")
+                needed = narrowest_dtype(value)
                 if key not in files:
                     numeric[key] = (value.dtype.str, list(value.shape[1:]))
-                    stored[key] = narrowest_dtype(value)
+                    stored[key] = needed
                     files[key] = open(path, "wb")  # noqa: SIM115
-                needed = np.promote_types(stored[key], narrowest_dtype(value))
+                needed = np.promote_types(stored[key], needed)
                 if needed != stored[key]:  # a value the earlier chunks' type cannot hold
                     files[key].close()
                     _widen(path, stored[key], needed)

@@ -79,14 +79,6 @@ METRIC_FNS = {"EM": exact_match_and_f1, "accuracy": accuracy}
 # --- Records of the TFDS builders -> the readers' dataclasses -------------------------------
 
 
-def _text(value) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
-def _texts(values) -> tuple[str, ...]:
-    return tuple(_text(v) for v in values)
-
-
 def _read(dataset: tf.data.Dataset, name: str, split: str):
     """A TFDS split's records in file order (`cmrcx.datasets.records`), with a progress line."""
     return records.read_records(dataset, f"reading {name} {split} records")
@@ -98,11 +90,11 @@ def load_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None)
         dataset = cmrc2018_tfds.load_split(data_dir, split, cache_dir)
         return [
             Cmrc2018Question(
-                qid=_text(r["id"]),
-                context_id=_text(r["context_id"]),
-                context=_text(r["context"]),
-                question=_text(r["question"]),
-                answers=_texts(r["answers"]),
+                qid=records.text(r["id"]),
+                context_id=records.text(r["context_id"]),
+                context=records.text(r["context"]),
+                question=records.text(r["question"]),
+                answers=records.texts(r["answers"]),
                 answer_starts=tuple(int(s) for s in r["answer_starts"]),
             )
             for r in _read(dataset, row.dataset, split)
@@ -115,14 +107,14 @@ def load_records(row: MrcTask, data_dir: str, split: str, cache_dir: str | None)
     return [
         c3.C3Question(
             id=c3_tfds.record_id(r["id"]),
-            source=_text(r["source"]),
+            source=records.text(r["source"]),
             record=int(r["record"]),
             question_index=int(r["question_index"]),
-            document_id=_text(r["document_id"]) or None,
-            context=_texts(r["context"]),
-            question=_text(r["question"]),
-            choices=_texts(r["choices"]),
-            answer=_text(r["answer"]) or None,
+            document_id=records.text(r["document_id"]) or None,
+            context=records.texts(r["context"]),
+            question=records.text(r["question"]),
+            choices=records.texts(r["choices"]),
+            answer=records.text(r["answer"]) or None,
             label=None if r["label"] < 0 else int(r["label"]),
         )
         for r in _read(dataset, row.dataset, split)
