@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 
 from cmrcx.cli import launch
-from cmrcx.common import errors
+from cmrcx.common import errors, tf_iterators
 
 FLAGS = (
     ("task_or_mixture", {"help": "RunConfig.task, or a SeqIO task / mixture of the run"}),
@@ -217,7 +217,7 @@ def read_examples(name: str, split: str, n: int) -> tuple[list[dict], dict]:
     dataset = task.get_dataset(
         sequence_length=None, split=split, shuffle=False, use_cached=False, try_in_mem_cache=False
     )
-    return list(dataset.take(n).as_numpy_iterator()), text_vocabularies(task)
+    return list(tf_iterators.numpy_iterator(dataset.take(n))), text_vocabularies(task)
 
 
 def main(argv) -> None:

@@ -6,16 +6,29 @@
 With `announce=False` (what `counted` uses) a phase that ends within `every` seconds
 prints nothing, and a longer one its counts and end. `shown=False` prints nothing at all
 (the other hosts of a multi-host run).
+
+The count lines come from `update`, so they stop while the phase waits for its next item
+(a slow producer, the last chunk of a store). A heartbeat thread fills such a gap: once
+1.5 x `every` seconds pass without a line, it prints
+
+    preparing chid train examples: 569,088 so far, still working (8 s since the count changed)
+
+and again each time as long passes, until `done` or `close` (a `with` block's end, or
+the Progress dropped).
 """
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
 EVERY_SECONDS = 5.0
+QUIET_FACTOR = 1.5  # the heartbeat speaks after this many `every`s without a line
+_monotonic = time.monotonic  # the heartbeat's clock, real even where tests fake `time`
 
 
 class Progress:
@@ -24,16 +37,28 @@ class Progress:
     def __init__(self, what: str, shown=True, every=EVERY_SECONDS, note="", announce=True) -> None:
         self.what, self.shown, self.every = what, shown, every
         self.start = self.last = time.perf_counter()
-        self.printed = False
+        self.count, self.printed = 0, False
+        self._lock, self._stopped = threading.Lock(), threading.Event()
+        self._line_at = _monotonic()
+        if shown:
+            threading.Thread(
+                target=_heartbeat,
+                args=(weakref.ref(self), self._stopped),
+                name=f"progress: {what}",
+                daemon=True,
+            ).start()
+            weakref.finalize(self, self._stopped.set)
         if announce:
             self._print(f"{what}{note} ...")
 
     def _print(self, line: str) -> None:
         if self.shown:
-            print(line, flush=True)
-            self.printed = True
+            with self._lock:
+                print(line, flush=True)
+                self.printed, self._line_at = True, _monotonic()
 
     def update(self, count: int) -> None:
+        self.count = count
         now = time.perf_counter()
         if now - self.last >= self.every:
             self.last = now
@@ -41,16 +66,60 @@ class Progress:
 
     def done(self, count: int, suffix: str = "") -> None:
         """The end line: always after an announced start, else only after a count line."""
+        self.close()
         if self.printed:
             seconds = time.perf_counter() - self.start
             self._print(f"{self.what}: {count:,} in {seconds:.1f} s{suffix}")
+
+    def close(self) -> None:
+        """Stops the heartbeat without an end line (a phase abandoned or failed)."""
+        with self._lock:
+            self._stopped.set()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _heartbeat(ref: weakref.ref, stopped: threading.Event) -> None:
+    """Prints a "still working" line when `ref`'s Progress has been quiet too long."""
+    progress = ref()
+    if progress is None:
+        return
+    tick = min(1.0, progress.every / 5)
+    seen, changed_at = progress.count, _monotonic()
+    del progress  # hold no reference while waiting: a dropped Progress stops the thread
+    while not stopped.wait(tick):
+        progress = ref()
+        if progress is None:
+            return
+        now = _monotonic()
+        if progress.count != seen:
+            seen, changed_at = progress.count, now
+        if now - progress._line_at >= QUIET_FACTOR * progress.every:
+            with progress._lock:
+                if stopped.is_set():
+                    return
+                since = "the count changed" if seen else "the start"
+                print(
+                    f"{progress.what}: {seen:,} so far, still working "
+                    f"({now - changed_at:.0f} s since {since})",
+                    flush=True,
+                )
+                progress.printed, progress._line_at = True, now
+        del progress
 
 
 def counted(items: Iterable[T], what: str, shown: bool = True) -> Iterator[T]:
     """The items of `items`, with a Progress line about them while they are read."""
     progress = Progress(what, shown, announce=False)
     count = 0
-    for count, item in enumerate(items, 1):
-        progress.update(count)
-        yield item
+    try:
+        for count, item in enumerate(items, 1):
+            progress.update(count)
+            yield item
+    finally:
+        progress.close()
     progress.done(count)

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from cmrcx.common import progress
+from cmrcx.common import progress, tf_iterators
 
 # Records come out of tf.data this many at a time: its iterator costs about 0.2 ms per
 # element. ChID's 575,862 training blanks (one record each until its builder's 2.0.0)
@@ -29,7 +29,7 @@ READ_BATCH = 4096
 def numpy_records(dataset: tf.data.Dataset) -> Iterator[dict]:
     """The dataset's elements in order, each a dict of NumPy values as `tfds.as_numpy`
     gives them."""
-    for batch in dataset.ragged_batch(READ_BATCH):
+    for batch in tf_iterators.without_autotune(dataset.ragged_batch(READ_BATCH)):
         fields = {name: _rows(value) for name, value in batch.items()}
         for i in range(len(fields[next(iter(fields))])):
             yield {name: rows[i] for name, rows in fields.items()}

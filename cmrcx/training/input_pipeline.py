@@ -32,6 +32,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
+from cmrcx.common import tf_iterators
 from cmrcx.training.prepared_examples import PreparedSplit, PreparedStore
 
 # Examples kept in memory for shuffling without a store (a mixture: LOT's four tasks
@@ -145,7 +146,7 @@ def train_batches(
     dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.repeat().batch(batch_size, drop_remainder=True)
     dataset = dataset.skip(start_step).prefetch(2)
-    for batch in dataset.as_numpy_iterator():
+    for batch in tf_iterators.numpy_iterator(dataset):
         out = {key: batch[key][rows] for key in device_keys if key != "example_mask"}
         out["example_mask"] = np.ones([rows.stop - rows.start], np.int32)
         yield out
@@ -196,7 +197,8 @@ def eval_batches(
             for start in range(0, len(prepared), batch_size)
         )
     else:
-        batches = _examples(task_name, split).batch(batch_size).prefetch(2).as_numpy_iterator()
+        dataset = _examples(task_name, split).batch(batch_size).prefetch(2)
+        batches = tf_iterators.numpy_iterator(dataset)
     for batch in batches:
         real = len(batch[device_keys[0]])  # rows of the last batch may be fewer
         device = {}

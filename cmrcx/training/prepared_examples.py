@@ -42,7 +42,9 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 import seqio
+import tensorflow as tf
 
+from cmrcx.common import tf_iterators
 from cmrcx.common.progress import Progress
 
 STORE_VERSION = 2  # bump when the file layout changes (2: narrow integer files)
@@ -175,14 +177,31 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
     dataset = task.get_dataset(sequence_length=None, split=split, shuffle=False, use_cached=False)
-    progress = Progress(
+    with Progress(
         f"preparing {task.name} {split} examples",
         shown=jax.process_index() == 0,
         note=" (once; cached for later runs)",
-    )
+    ) as progress:
+        meta, strings = _write_numeric(dataset, partial, progress)
+        for key, values in strings.items():
+            np.save(os.path.join(partial, f"{key}.npy"), np.asarray(values, dtype=np.bytes_))
+        with open(os.path.join(partial, FEATURES_FILE), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
+        progress.done(meta["count"], f" -> {directory}")
+    try:
+        os.rename(partial, directory)
+    except OSError:  # another host (or process) put a whole copy there first
+        if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _write_numeric(dataset: tf.data.Dataset, partial: str, progress: Progress):
+    """Writes the dataset's numeric features to `partial`/<key>.bin, each in the narrowest
+    type its values need; returns the store's metadata and the string features' values."""
     files, strings, numeric, stored, count = {}, {}, {}, {}, 0
     try:
-        for chunk in dataset.batch(CHUNK).prefetch(2).as_numpy_iterator():
+        for chunk in tf_iterators.numpy_iterator(dataset.batch(CHUNK).prefetch(2)):
             rows = len(next(iter(chunk.values())))
             for key, value in chunk.items():
                 if value.dtype.kind in "SUO":
@@ -205,23 +224,13 @@ def build(task: seqio.Task, split: str, directory: str) -> None:
     finally:
         for f in files.values():
             f.close()
-    for key, values in strings.items():
-        np.save(os.path.join(partial, f"{key}.npy"), np.asarray(values, dtype=np.bytes_))
     meta = {
         "count": count,
         "numeric": numeric,
         "stored": {key: dtype.str for key, dtype in stored.items()},
         "strings": sorted(strings),
     }
-    with open(os.path.join(partial, FEATURES_FILE), "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=1)
-    progress.done(count, f" -> {directory}")
-    try:
-        os.rename(partial, directory)
-    except OSError:  # another host (or process) put a whole copy there first
-        if not os.path.isfile(os.path.join(directory, FEATURES_FILE)):
-            raise
-        shutil.rmtree(partial, ignore_errors=True)
+    return meta, strings
 
 
 @functools.cache

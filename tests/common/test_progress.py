@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
+import re
+import threading
+import time
 
 from cmrcx.common import progress
 
@@ -46,3 +50,56 @@ def test_an_announced_phase_says_when_it_starts_and_ends(monkeypatch, capsys):
     assert lines[1].startswith("preparing x train examples: 256 in ") and lines[1].endswith(
         " -> /cache/x"
     )
+
+
+# The heartbeat runs on the real clock (time.monotonic); these use a short `every`.
+EVERY = 0.04
+STILL = r"^{}: {} so far, still working \(\d+ s since the {}\)$"
+
+
+def _quiet_lines(capsys, seconds: float) -> list[str]:
+    time.sleep(seconds)
+    return capsys.readouterr().out.splitlines()
+
+
+def test_a_wait_for_the_next_item_prints_still_working(capsys):
+    bar = progress.Progress("preparing x train examples", every=EVERY, announce=False)
+    lines = _quiet_lines(capsys, 0.5)  # nothing counted yet
+    assert lines and all(re.match(STILL.format("preparing x train examples", 0, "start"), x)
+                         for x in lines)  # fmt: skip
+    bar.update(569_088)
+    lines = _quiet_lines(capsys, 0.5)  # the last chunk is slow
+    assert any(re.match(STILL.format("preparing x train examples", "569,088", "count changed"), x)
+               for x in lines)  # fmt: skip
+    bar.done(575_862)
+    assert capsys.readouterr().out.startswith("preparing x train examples: 575,862 in ")
+    assert _quiet_lines(capsys, 0.3) == []  # done: the heartbeat has stopped
+
+
+def test_a_steady_phase_has_no_heartbeat_lines(capsys):
+    bar = progress.Progress("reading", every=0.25, announce=False)  # quiet after 0.375 s
+    stop = time.monotonic() + 1.2
+    count = 0
+    while time.monotonic() < stop:
+        count += 1
+        bar.update(count)
+        time.sleep(0.002)
+    bar.done(count)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 3 and not any("still working" in line for line in lines)
+
+
+def test_a_closed_dropped_or_abandoned_phase_goes_quiet(capsys):
+    closed = progress.Progress("closed", every=EVERY, announce=False)
+    closed.close()
+    dropped = progress.Progress("dropped", every=EVERY, announce=False)
+    del dropped
+    gc.collect()
+    abandoned = progress.counted(range(10), "abandoned")
+    next(abandoned)
+    abandoned.close()
+    with progress.Progress("failed", every=EVERY, announce=False):
+        pass
+    assert _quiet_lines(capsys, 0.5) == []
+    names = {"closed", "dropped", "abandoned", "failed"}
+    assert not [t for t in threading.enumerate() if t.name.removeprefix("progress: ") in names]

@@ -1,16 +1,20 @@
 """The prepared store: rows by index and blocks in order read back what was written, in
 each feature's own dtype from files of the narrowest integer type (widened when a later
 chunk needs it); a partial store of a process that died is removed, a live one's is
-left."""
+left; a build that waits long for its next examples says it is still working."""
 
+import functools
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
-import seqio
+import pytest
 import tensorflow as tf
+from support import register_train_task
 
+from cmrcx.common import progress
 from cmrcx.training import prepared_examples
 
 
@@ -22,14 +26,7 @@ def _register(name: str, features=None) -> str:
         del split, shuffle_files
         return tf.data.Dataset.from_tensor_slices(features)
 
-    seqio.TaskRegistry.remove(name)
-    seqio.TaskRegistry.add(
-        name,
-        source=seqio.FunctionDataSource(examples, splits=("train",)),
-        preprocessors=[],
-        output_features={},
-    )
-    return name
+    return register_train_task(name, examples)
 
 
 def test_rows_and_blocks_read_back(tmp_path):
@@ -135,3 +132,42 @@ def test_narrowest_dtype():
     assert narrowest(np.zeros((0, 3), np.int32)) == np.int8
     assert narrowest(np.array([True])) == np.bool_
     assert narrowest(np.array([0.5], np.float64)) == np.float64
+
+
+def _slow_task(name: str, pause: float, fail: bool = False) -> str:
+    """A task whose last example comes `pause` seconds after the others (or fails)."""
+
+    def generate():
+        for i in range(6):
+            if i == 5:
+                time.sleep(pause)
+                if fail:
+                    raise RuntimeError("the source broke")
+            yield {"ids": np.full([3], i, np.int32)}
+
+    def examples(split, shuffle_files):
+        del split, shuffle_files
+        signature = {"ids": tf.TensorSpec([3], tf.int32)}
+        return tf.data.Dataset.from_generator(generate, output_signature=signature)
+
+    return register_train_task(name, examples)
+
+
+def test_a_slow_end_of_the_build_is_not_silent(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(
+        prepared_examples, "Progress", functools.partial(progress.Progress, every=0.05)
+    )
+    store = prepared_examples.PreparedStore(str(tmp_path), "fingerprint")
+    assert len(store.split(_slow_task("prepared_slow_test", pause=0.6), "train")) == 6
+    time.sleep(0.3)
+    lines = capsys.readouterr().out.splitlines()
+    what = "preparing prepared_slow_test train examples"
+    assert lines[0] == f"{what} (once; cached for later runs) ..."
+    assert any(line.startswith(f"{what}: 0 so far, still working (") for line in lines)
+    assert lines[-1].startswith(f"{what}: 6 in ")  # and nothing after the end line
+
+    with pytest.raises(tf.errors.OpError, match="the source broke"):
+        store.split(_slow_task("prepared_failing_test", pause=0.2, fail=True), "train")
+    capsys.readouterr()
+    time.sleep(0.3)
+    assert capsys.readouterr().out == ""  # a failed build's heartbeat has stopped

@@ -1,0 +1,34 @@
+"""A tf.data pipeline read from Python, without tf.data's autotuning thread.
+
+TensorFlow 2.21 gives each iterator of a dataset with autotuning on (tf.data's default)
+a model thread, `Model::OptimizeLoop`, that sleeps between optimisations for a period
+that doubles as the iterator runs. Deleting the iterator joins that thread, and now and
+then the join waits the sleep out instead of the cancellation waking it: the full-size
+ChID store (a minute of reading) ended 25 to 56 s after its last example in about one
+run in four, the process idle, its main thread in `RootDataset::Iterator::~Iterator`
+waiting on `UnboundedThreadPool::LogicalThreadWrapper` and the model thread in
+`Model::OptimizeLoop`'s timed wait (py-spy and gdb, 2026-11-29; README, Full-size
+splits). Without autotuning there is no model thread: a `map` or `prefetch` asked for
+`AUTOTUNE` runs at tf.data's default parallelism and buffer instead, and the elements
+and their order are the same.
+
+Every pipeline cmrcx reads to its end from Python (the prepared store's build, the
+records read back from TFDS, the batches of a split without a store) goes through
+`numpy_iterator`.
+"""
+
+from __future__ import annotations
+
+
+def without_autotune(dataset):
+    """`dataset` with tf.data's autotuning (and so its model thread) off."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
+def numpy_iterator(dataset):
+    """`dataset.as_numpy_iterator()` of `without_autotune(dataset)`."""
+    return without_autotune(dataset).as_numpy_iterator()
