@@ -12,9 +12,10 @@ splits). Without autotuning there is no model thread: a `map` or `prefetch` aske
 `AUTOTUNE` runs at tf.data's default parallelism and buffer instead, and the elements
 and their order are the same.
 
-Every pipeline cmrcx reads to its end from Python (the prepared store's build, the
-records read back from TFDS, the batches of a split without a store) goes through
-`numpy_iterator`.
+Every pipeline cmrcx reads to its end goes without it: from Python through
+`numpy_iterator` (the prepared store's build, the batches of a split without a store) or
+`without_autotune` (the records read back from TFDS), and the counts taken with
+`Dataset.reduce`, which on a CPU runs its own finalized (autotuned) iterator too.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from support import REPO_ROOT, register_train_task
 
 from cmrcx.common import tf_iterators
 from cmrcx.datasets import records
-from cmrcx.training import prepared_examples
+from cmrcx.training import input_pipeline, prepared_examples
 
 
 def _pipeline() -> tf.data.Dataset:
@@ -45,7 +45,7 @@ def _spy(monkeypatch) -> list[tf.data.Dataset]:
     return seen
 
 
-def test_the_store_build_and_the_records_reader_turn_autotuning_off(tmp_path, monkeypatch):
+def test_the_store_build_records_reader_and_count_turn_autotuning_off(tmp_path, monkeypatch):
     seen = _spy(monkeypatch)
     rows = list(records.numpy_records(tf.data.Dataset.from_tensor_slices({"x": [1, 2, 3]})))
     assert [int(r["x"]) for r in rows] == [1, 2, 3]
@@ -59,6 +59,9 @@ def test_the_store_build_and_the_records_reader_turn_autotuning_off(tmp_path, mo
     store = prepared_examples.PreparedStore(str(tmp_path), "fingerprint")
     assert len(store.split(name, "train")) == 4
     assert len(seen) == 2 and seen[1].options().autotune.enabled is False
+    # Without a store the count is a Dataset.reduce, which on a CPU autotunes too.
+    assert input_pipeline.count_examples(name, "train") == 4
+    assert len(seen) == 3 and seen[2].options().autotune.enabled is False
 
 
 def test_no_pipeline_is_read_past_the_helper():

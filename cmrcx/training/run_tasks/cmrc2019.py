@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from cmrcx.benchmarks.cmrc2019 import evaluation as cmrc2019_evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import write_predictions
+from cmrcx.common import tf_iterators
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.datasets import records
 from cmrcx.model_api.cloze import ClozeModel
@@ -46,6 +47,7 @@ class Cmrc2019RunTask(RunTask):
         """Blanks of the training split (the released script's len(train_examples))."""
         source = seqio.get_mixture_or_task(self.train_task).source
         dataset = source.get_dataset(split=self.run.train_split, shuffle=False)
+        dataset = tf_iterators.without_autotune(dataset)
         return int(dataset.reduce(0, lambda n, ex: n + tf.size(ex["answers"])).numpy())
 
     def evaluation(self, split: str) -> Cmrc2019Evaluation:
