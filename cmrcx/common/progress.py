@@ -38,16 +38,21 @@ class Progress:
         self.what, self.shown, self.every = what, shown, every
         self.start = self.last = time.perf_counter()
         self.count, self.printed = 0, False
+        self.waiting = True  # False while the items are with their consumer (`counted`)
         self._lock, self._stopped = threading.Lock(), threading.Event()
         self._line_at = _monotonic()
         if shown:
-            threading.Thread(
+            weakref.finalize(self, self._stopped.set)
+            heartbeat = threading.Thread(
                 target=_heartbeat,
                 args=(weakref.ref(self), self._stopped),
                 name=f"progress: {what}",
                 daemon=True,
-            ).start()
-            weakref.finalize(self, self._stopped.set)
+            )
+            try:
+                heartbeat.start()
+            except RuntimeError:  # no thread to spare: the count lines still come
+                pass
         if announce:
             self._print(f"{what}{note} ...")
 
@@ -88,7 +93,7 @@ def _heartbeat(ref: weakref.ref, stopped: threading.Event) -> None:
     progress = ref()
     if progress is None:
         return
-    tick = min(1.0, progress.every / 5)
+    tick = min(1.0, max(progress.every / 5, 0.005))
     seen, changed_at = progress.count, _monotonic()
     del progress  # hold no reference while waiting: a dropped Progress stops the thread
     while not stopped.wait(tick):
@@ -98,28 +103,36 @@ def _heartbeat(ref: weakref.ref, stopped: threading.Event) -> None:
         now = _monotonic()
         if progress.count != seen:
             seen, changed_at = progress.count, now
-        if now - progress._line_at >= QUIET_FACTOR * progress.every:
-            with progress._lock:
+        quiet = QUIET_FACTOR * progress.every
+        if progress.waiting and now - progress._line_at >= quiet:
+            with progress._lock:  # checked again: a count line or the end may come first
                 if stopped.is_set():
                     return
-                since = "the count changed" if seen else "the start"
-                print(
-                    f"{progress.what}: {seen:,} so far, still working "
-                    f"({now - changed_at:.0f} s since {since})",
-                    flush=True,
-                )
-                progress.printed, progress._line_at = True, now
+                if now - progress._line_at >= quiet:
+                    since = "the count changed" if seen else "the start"
+                    print(
+                        f"{progress.what}: {seen:,} so far, still working "
+                        f"({now - changed_at:.0f} s since {since})",
+                        flush=True,
+                    )
+                    progress.printed, progress._line_at = True, now
         del progress
 
 
-def counted(items: Iterable[T], what: str, shown: bool = True) -> Iterator[T]:
-    """The items of `items`, with a Progress line about them while they are read."""
-    progress = Progress(what, shown, announce=False)
+def counted(
+    items: Iterable[T], what: str, shown: bool = True, every: float = EVERY_SECONDS
+) -> Iterator[T]:
+    """The items of `items`, with a Progress line about them while they are read. The
+    heartbeat speaks only while the next item is awaited, not while the consumer holds
+    one (its own phase speaks for it), nor for a generator left suspended."""
+    progress = Progress(what, shown, every, announce=False)
     count = 0
     try:
         for count, item in enumerate(items, 1):
             progress.update(count)
+            progress.waiting = False
             yield item
+            progress.waiting = True
     finally:
         progress.close()
     progress.done(count)

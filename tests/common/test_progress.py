@@ -72,13 +72,15 @@ def test_a_wait_for_the_next_item_prints_still_working(capsys):
     assert any(re.match(STILL.format("preparing x train examples", "569,088", "count changed"), x)
                for x in lines)  # fmt: skip
     bar.done(575_862)
-    assert capsys.readouterr().out.startswith("preparing x train examples: 575,862 in ")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("preparing x train examples: 575,862 in ")
     assert _quiet_lines(capsys, 0.3) == []  # done: the heartbeat has stopped
 
 
-def test_a_steady_phase_has_no_heartbeat_lines(capsys):
-    bar = progress.Progress("reading", every=0.25, announce=False)  # quiet after 0.375 s
-    stop = time.monotonic() + 1.2
+def test_a_steady_phase_has_no_heartbeat_lines(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "QUIET_FACTOR", 6.0)  # a 1.2 s stall, not a busy CI, speaks
+    bar = progress.Progress("reading", every=0.2, announce=False)
+    stop = time.monotonic() + 1.5
     count = 0
     while time.monotonic() < stop:
         count += 1
@@ -103,3 +105,23 @@ def test_a_closed_dropped_or_abandoned_phase_goes_quiet(capsys):
     assert _quiet_lines(capsys, 0.5) == []
     names = {"closed", "dropped", "abandoned", "failed"}
     assert not [t for t in threading.enumerate() if t.name.removeprefix("progress: ") in names]
+
+
+def test_a_generator_with_its_consumer_or_left_suspended_is_quiet(capsys):
+    """`counted` speaks only while it awaits its next item: a consumer's slow work and a
+    generator kept in a traceback's frame print no "still working" lines."""
+
+    def slow_items():
+        yield 1
+        time.sleep(0.4)  # the producer is slow here
+        yield 2
+
+    items = progress.counted(slow_items(), "reading", every=EVERY)
+    items.__next__()
+    time.sleep(0.4)  # the consumer holds item 1
+    assert capsys.readouterr().out == ""
+    assert next(items) == 2  # awaiting item 2: the heartbeat speaks
+    assert "reading: 1 so far, still working (" in capsys.readouterr().out
+    time.sleep(0.4)  # suspended again, never finished
+    assert capsys.readouterr().out == ""
+    items.close()

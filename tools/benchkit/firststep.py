@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from cmrcx.common import hugepages
+from cmrcx.common import hugepages, tf_iterators
 
 from . import harness, synthetic
 
@@ -72,7 +72,7 @@ def child(task: str, data_dir: str, model_dir: str, cache: str, resume: bool) ->
         dataset = seqio.get_mixture_or_task(runner.train_task).get_dataset(
             sequence_length=None, split=split, shuffle=False, use_cached=False
         )
-        next(iter(dataset.take(1)))
+        next(tf_iterators.numpy_iterator(dataset.take(1)))
         report["tfds_seconds"] = time.perf_counter() - t
         t = time.perf_counter()
         report["examples"] = input_pipeline.count_examples(runner.train_task, split, runner.store)

@@ -48,6 +48,7 @@ def bench_input(args) -> dict:
     import tensorflow as tf
     import tensorflow_datasets as tfds
 
+    from cmrcx.common import tf_iterators
     from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
     from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 
@@ -77,7 +78,7 @@ def bench_input(args) -> dict:
             sequence_length=None, split="train", shuffle=False, use_cached=False
         )
         start, windows = time.perf_counter(), 0
-        for batch in dataset.batch(args.batch).as_numpy_iterator():
+        for batch in tf_iterators.numpy_iterator(dataset.batch(args.batch)):
             windows += len(batch["input_ids"])
         preprocess = time.perf_counter() - start
     consumption = train_consumption(args)
