@@ -398,6 +398,7 @@ def generations(generation: GenerationConfig, config, params, vocab, inputs):
     import numpy as np
     from tqdm import tqdm
 
+    from cmrcx.common.progress import ticking
     from cmrcx.models import registry
 
     model = registry.decode_model(config)
@@ -405,17 +406,22 @@ def generations(generation: GenerationConfig, config, params, vocab, inputs):
     batch_size = min(generation.batch_size, max(len(inputs), 1))  # one batch shape per run
     key = jax.random.key(generation.seed)
     starts = range(0, len(inputs), batch_size)
-    for index, start in enumerate(tqdm(starts, desc="generate", unit="batch")):
-        chunk = inputs[start : start + batch_size]
-        ids, mask = padded_batch(
-            [source for _, source in chunk], batch_size, generation.max_input_length,
-            config.pad_token_id,
-        )  # fmt: skip
-        decoded = decode(generation, model, params, ids, mask, jax.random.fold_in(key, index))
-        tokens, lengths = np.asarray(decoded.tokens), np.asarray(decoded.lengths)
-        for row, (written, _) in enumerate(chunk):
-            generated = tokens[row, : lengths[row]].tolist()
-            yield {"input": written, "text": readable_text(vocab, generated), "ids": generated}
+    bar = tqdm(starts, desc="generate", unit="batch")
+    with ticking(bar) as ticker:  # the elapsed time moves during a long batch
+        for index, start in enumerate(bar):
+            chunk = inputs[start : start + batch_size]
+            ids, mask = padded_batch(
+                [source for _, source in chunk], batch_size, generation.max_input_length,
+                config.pad_token_id,
+            )  # fmt: skip
+            rng = jax.random.fold_in(key, index)
+            decoded = decode(generation, model, params, ids, mask, rng)
+            tokens, lengths = np.asarray(decoded.tokens), np.asarray(decoded.lengths)
+            ticker.paused = True  # the consumer's time, not this batch's
+            for row, (written, _) in enumerate(chunk):
+                generated = tokens[row, : lengths[row]].tolist()
+                yield {"input": written, "text": readable_text(vocab, generated), "ids": generated}
+            ticker.paused = False
 
 
 def write_lot_predictions(output: str, records, outputs, vocab, eos_id: int, drop_last: bool):

@@ -85,6 +85,9 @@ class RunConfig:
     eval_split: str = "validation"
     batch_size: int = 24  # windows per optimizer step, global (paper: 24)
     grad_accum_steps: int = 1  # the step's batch in this many sequential micro-batches
+    # Stop before the first step if XLA's analysis of the compiled step needs more memory
+    # than the (CPU) host has available (cmrcx.training.memory_check); False: run anyway.
+    check_memory: bool = True
     eval_batch_size: int = 32
     num_epochs: float = 3.0  # over training windows (paper: 3)
     num_train_steps: int | None = None  # overrides num_epochs when set

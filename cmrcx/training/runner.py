@@ -25,10 +25,12 @@ from cmrcx.common import errors
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.files import write_atomically
 from cmrcx.common.paths import subpackage_folders
+from cmrcx.common.progress import ticking
 from cmrcx.datasets import prepared_splits
 from cmrcx.training import (
     checkpoints,
     input_pipeline,
+    memory_check,
     partitioning,
     prepared_examples,
     released_optimizer,
@@ -289,6 +291,9 @@ class Runner:
         run = self.run
         with model_dir_lock(run.model_dir), sigterm_flag() as sigterm:
             self.checkpoints.remove_unfinished()
+            # Before the state is allocated: a step that cannot fit stops here, with a
+            # message, instead of being killed at its first call.
+            memory_check.compile_and_check(self.trainer, run, jax.process_index() == 0)
             state = self.initial_state()
             start = int(jax.device_get(state.step))
             self.writer.rewind(start)
@@ -303,7 +308,8 @@ class Runner:
                 disable=jax.process_index() != 0,
             )
             losses = []
-            state = self._train_loop(state, end, self._batches(start), progress, losses)
+            with ticking(progress):  # its elapsed time moves during a long step
+                state = self._train_loop(state, end, self._batches(start), progress, losses)
             step = int(jax.device_get(state.step))
             if sigterm.is_set() and step < end:
                 raise errors.Preempted(
@@ -433,13 +439,13 @@ class Runner:
         batches = input_pipeline.eval_batches(
             self.score_task, split, self.eval_batch_size, self.model.score_keys, shard, self.store
         )
-        for device_batch, host_batch in tqdm(
-            batches, desc=f"eval {split}", disable=jax.process_index() != 0
-        ):
-            # This host's rows go in; the whole batch's scores come back on every host.
-            scores = self.trainer.score(state.params, device_batch)
-            real = len(host_batch[self.model.score_keys[0]])  # the rows that are not padding
-            evaluation.add(scores[:real], host_batch)
+        bar = tqdm(batches, desc=f"eval {split}", disable=jax.process_index() != 0)
+        with ticking(bar):
+            for device_batch, host_batch in bar:
+                # This host's rows go in; the whole batch's scores come back on every host.
+                scores = self.trainer.score(state.params, device_batch)
+                real = len(host_batch[self.model.score_keys[0]])  # rows that are not padding
+                evaluation.add(scores[:real], host_batch)
         with _said_if_slow(f"eval {split}: decoding and writing the predictions"):
             results = evaluation.finish(self.run.model_dir)
         if results and record:
@@ -453,9 +459,9 @@ class Runner:
 # RunConfig fields that do not change a split's examples: the prepared store's key leaves
 # them out (a new field is in the key until it is listed here, so a store is never stale).
 _NOT_DATA_FIELDS = (
-    "model_dir require_pretrained batch_size grad_accum_steps eval_batch_size num_epochs "
-    "num_train_steps learning_rate warmup_fraction weight_decay max_grad_norm adam_epsilon "
-    "optimizer seed mesh_shape partitioning logical_rules log_every save_every "
+    "model_dir require_pretrained batch_size grad_accum_steps check_memory eval_batch_size "
+    "num_epochs num_train_steps learning_rate warmup_fraction weight_decay max_grad_norm "
+    "adam_epsilon optimizer seed mesh_shape partitioning logical_rules log_every save_every "
     "keep_checkpoints eval_every select_best select_mode eval_every_epochs decoding "
     "tfds_cache_dir max_decoded_examples generation_method generation_top_k "
     "generation_temperature generation_max_new_tokens generation_start_token_id "

@@ -218,6 +218,15 @@ class Trainer:
             for key, value in batch.items()
         }
 
+    def compile_train_step(self):
+        """The train step compiled from shapes alone (nothing allocated), for its memory
+        analysis; the step's first call reuses this compilation."""
+        batch = {
+            key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=self.batch_sharding)
+            for key, value in self._example.items()
+        }
+        return self._train_step.lower(self.abstract_state, batch).compile()
+
     def train_step(self, state: TrainState, batch: dict[str, np.ndarray]):
         """One optimizer step. Returns (new state, metric sums on device)."""
         return self._train_step(state, self.device_batch(batch))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import gc
+import io
 import itertools
 import re
 import threading
 import time
+
+from tqdm import tqdm
 
 from cmrcx.common import progress
 
@@ -125,3 +128,33 @@ def test_a_generator_with_its_consumer_or_left_suspended_is_quiet(capsys):
     time.sleep(0.4)  # suspended again, never finished
     assert capsys.readouterr().out == ""
     items.close()
+
+
+def _redraws(stream) -> list[str]:
+    return [part for part in stream.getvalue().split("\r") if part.strip()]
+
+
+def test_a_ticking_bar_is_redrawn_during_a_long_step_and_not_after():
+    stream = io.StringIO()
+    bar = tqdm(range(2), desc="train", file=stream, mininterval=0)
+    with progress.ticking(bar, every=0.05):
+        for _ in bar:
+            time.sleep(0.4)  # one long step: about 8 redraws
+        during = len(_redraws(stream))
+    assert during >= 2 + 4, stream.getvalue()  # more than the start and the two steps
+    assert not any(t.name.startswith("ticking: ") for t in threading.enumerate())
+    time.sleep(0.2)
+    assert len(_redraws(stream)) == during  # nothing after the block
+
+
+def test_a_paused_or_disabled_bar_is_not_redrawn():
+    stream = io.StringIO()
+    bar = tqdm(range(1), desc="generate", file=stream, mininterval=0)
+    with progress.ticking(bar, every=0.02) as ticker:
+        ticker.paused = True  # a generator suspended at its yield
+        before = len(_redraws(stream))
+        time.sleep(0.2)
+        assert len(_redraws(stream)) == before
+    quiet = tqdm(range(1), desc="eval", file=stream, disable=True)
+    with progress.ticking(quiet, every=0.02):
+        assert not any(t.name.startswith("ticking: ") for t in threading.enumerate())
