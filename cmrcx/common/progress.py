@@ -169,8 +169,11 @@ def ticking(bar: tqdm, every: float = EVERY_SECONDS) -> Iterator[Ticker]:
 
     def tick() -> None:
         while not stopped.wait(every):
-            if not (bar.disable or ticker.paused):  # tqdm disables a bar it closes
-                bar.refresh()
+            # Under the bar's lock: tqdm's close disables the bar before it takes the lock
+            # to draw its last line, so no redraw lands after that line.
+            with bar.get_lock():
+                if not (bar.disable or ticker.paused):
+                    bar.refresh(nolock=True)
 
     thread = threading.Thread(target=tick, name=f"ticking: {bar.desc}", daemon=True)
     thread.start()
@@ -179,3 +182,21 @@ def ticking(bar: tqdm, every: float = EVERY_SECONDS) -> Iterator[Ticker]:
     finally:
         stopped.set()
         thread.join()
+
+
+@contextlib.contextmanager
+def said_if_slow(what: str, after: float = 10.0, shown: bool = True):
+    """A phase with no bar or count of its own: `what ...` is printed if it is still
+    running `after` seconds in, and its time when it ends: no silent wait."""
+    timer = threading.Timer(after, lambda: _write(f"{what} ..."))
+    timer.daemon = True
+    start = time.perf_counter()
+    if shown:
+        timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        seconds = time.perf_counter() - start
+        if seconds >= after and shown:
+            _write(f"{what}: {seconds:.0f} s")

@@ -3,13 +3,15 @@ the host has: a run that cannot fit stops with a message that says what to chang
 of being killed by the kernel (a bare "Killed") once XLA allocates the step's buffers.
 
     compiling the training step (once per run) ...
-    training step compiled in 9.8 s: it needs about 8.2 GiB of memory, 21.3 GiB are available
+    training step compiled in 3.8 s: it needs about 9.1 GiB of memory, 22.3 GiB are available
 
-BERT-base at the paper's batch 24 x 512 needs 22.8 GiB in float32 (README, Compiled
-memory): more than a 24 GiB laptop has. The figure is XLA's own memory analysis of the
-compiled step (arguments + outputs - donated + temporaries), taken on every CPU device of
-this process; the step's first call reuses that compilation. GPUs and TPUs report an
-out-of-memory error of their own, so the check runs on CPU hosts only.
+BERT-base at the paper's batch 24 x 512 needs 22.8 GiB in float32 (README, The memory
+check): more than a 24 GiB laptop has. The figure is XLA's own memory analysis of the
+compiled step (arguments + outputs - donated + temporaries, per device), summed over this
+process's CPU devices; the step's first call reuses that compilation. A step that does
+not fit is compiled again with more micro-batches until one fits, so the advice is sized
+by XLA too. GPUs and TPUs report an out-of-memory error of their own: the check runs on
+CPU hosts only. In a multi-host run the hosts agree: if one cannot fit, all stop.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import time
 
 import jax
+import numpy as np
 
 from cmrcx.common.errors import ConfigError
 
@@ -27,15 +30,15 @@ GIB = 2**30
 # (accumulating over 2 and 3): 1.03x XLA's figure after one step, 1.18x to 1.25x after
 # 2 to 6 steps, or 2 steps and an evaluation. A run stops if HEADROOM x the figure is over
 # what is available, and is told its margin is thin above TIGHT x what is available.
-HEADROOM = 1.25
+HEADROOM = 1.3
 TIGHT = 0.9
 _UNLIMITED = 2**60  # cgroup v1 writes a huge number for "no limit"
 
 
-def step_bytes(compiled) -> dict[str, int] | None:
-    """Bytes one device needs for the compiled step: `state` (the arguments, the state
-    and the batch), `temporaries` and `total` (outputs aliased to the donated state need
-    no buffer of their own); None where the backend gives no analysis."""
+def step_bytes(compiled, devices: int = 1) -> dict[str, int] | None:
+    """Bytes `devices` devices need for the compiled step: `state` (the arguments: the
+    state and the batch), `temporaries` and `total` (outputs aliased to the donated state
+    need no buffer of their own); None where the backend gives no analysis."""
     try:
         stats = compiled.memory_analysis()
     except (NotImplementedError, RuntimeError):
@@ -43,36 +46,69 @@ def step_bytes(compiled) -> dict[str, int] | None:
     if stats is None:
         return None
     arguments, temporaries = stats.argument_size_in_bytes, stats.temp_size_in_bytes
-    outputs = stats.output_size_in_bytes - stats.alias_size_in_bytes
-    total = arguments + max(outputs, 0) + temporaries
-    return {"state": arguments, "temporaries": temporaries, "total": total}
+    outputs = max(stats.output_size_in_bytes - stats.alias_size_in_bytes, 0)
+    return {
+        "state": arguments * devices,
+        "temporaries": temporaries * devices,
+        "total": (arguments + outputs + temporaries) * devices,
+    }
 
 
 def available_host_bytes(proc="/proc", cgroup="/sys/fs/cgroup") -> tuple[int, str] | None:
     """(bytes this process can still take, where the figure comes from): the kernel's
-    MemAvailable, or the memory cgroup's limit less its usage if that is smaller (page
-    cache the kernel can drop counts as available); None where neither can be read."""
+    MemAvailable, or the smallest room left under a memory limit of this process's cgroup
+    or one of its ancestors (limit - usage + inactive file cache, which the kernel drops
+    first), cgroup v1 or v2; None where nothing can be read."""
     found = []
     meminfo = _read_fields(os.path.join(proc, "meminfo"), scale=1024)  # kB
     if "MemAvailable" in meminfo:
         found.append((meminfo["MemAvailable"], "MemAvailable in /proc/meminfo"))
-    for limit_file, usage_file, stat_file, inactive_key in (
-        ("memory.max", "memory.current", "memory.stat", "inactive_file"),  # cgroup v2
-        (
-            "memory/memory.limit_in_bytes",
-            "memory/memory.usage_in_bytes",
-            "memory/memory.stat",
-            "total_inactive_file",
-        ),  # cgroup v1
-    ):
-        limit = _read_int(os.path.join(cgroup, limit_file))
-        usage = _read_int(os.path.join(cgroup, usage_file))
+    for folder, files in _memory_cgroups(proc, cgroup):
+        limit_file, usage_file, stat_file, inactive_key = files
+        limit = _read_int(os.path.join(folder, limit_file))
+        usage = _read_int(os.path.join(folder, usage_file))
         if limit is None or usage is None or limit >= _UNLIMITED:
             continue
-        inactive = _read_fields(os.path.join(cgroup, stat_file)).get(inactive_key, 0)
-        found.append((max(limit - usage + inactive, 0), f"the cgroup limit {limit_file}"))
-        break
+        inactive = _read_fields(os.path.join(folder, stat_file)).get(inactive_key, 0)
+        where = os.path.join(folder, limit_file)
+        found.append((max(limit - usage + inactive, 0), f"the memory cgroup limit {where}"))
     return min(found) if found else None
+
+
+_V2_FILES = ("memory.max", "memory.current", "memory.stat", "inactive_file")
+_V1_FILES = (
+    "memory.limit_in_bytes",
+    "memory.usage_in_bytes",
+    "memory.stat",
+    "total_inactive_file",
+)
+
+
+def _memory_cgroups(proc: str, cgroup: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(folder, its file names) of this process's memory cgroup and every ancestor up to
+    the mount's root, from /proc/self/cgroup (v2 line `0::/path`, v1 `N:memory:/path`);
+    just the roots where that file cannot be read."""
+    mounts = []
+    try:
+        with open(os.path.join(proc, "self", "cgroup")) as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if controllers == "":
+                    mounts.append((cgroup, path, _V2_FILES))
+                elif "memory" in controllers.split(","):
+                    mounts.append((os.path.join(cgroup, "memory"), path, _V1_FILES))
+    except (OSError, ValueError):
+        pass
+    if not mounts:
+        mounts = [(cgroup, "/", _V2_FILES), (os.path.join(cgroup, "memory"), "/", _V1_FILES)]
+    folders = []
+    for root, path, files in mounts:
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            folder = os.path.join(root, *parts[:depth])
+            if os.path.isdir(folder):
+                folders.append((folder, files))
+    return folders
 
 
 def _read_int(path: str) -> int | None:
@@ -99,91 +135,122 @@ def _read_fields(path: str, scale: int = 1) -> dict[str, int]:
     return fields
 
 
-def check(needed: dict[str, int], available: tuple[int, str] | None, run, data_size=1) -> str:
-    """What the step needs against what the host has, for the compile line; ConfigError if
-    it needs more (unless RunConfig.check_memory is False). `needed`: host bytes
-    (`step_bytes` summed over this process's devices); `run`: the RunConfig."""
-    need = needed["total"]
-    said = f"it needs about {_size(need)} of memory"
+def fits(needed: dict[str, int], available: tuple[int, str] | None) -> bool:
+    return available is None or HEADROOM * needed["total"] <= available[0]
+
+
+def describe(needed: dict[str, int], available: tuple[int, str] | None, run) -> str:
+    """What the step needs against what the host has, for the compile line."""
+    said = f"it needs about {_size(needed['total'])} of memory"
     if available is None:
         return said
-    free, source = available
-    if HEADROOM * need > free and run.check_memory:
-        raise ConfigError(_too_big_message(needed, free, source, run, data_size))
-    said += f", {_size(free)} are available"
-    if HEADROOM * need > free:
+    said += f", {_size(available[0])} are available"
+    if not fits(needed, available):
         return said + " (RunConfig.check_memory is False: running anyway)"
-    if HEADROOM * need > TIGHT * free:
+    if HEADROOM * needed["total"] > TIGHT * available[0]:
         return said + " (little margin: other programs' memory could get the run killed)"
     return said
 
 
-def _too_big_message(needed: dict[str, int], free: int, source: str, run, data_size=1) -> str:
-    need, temporaries = needed["total"], needed["temporaries"]
+def too_big_message(
+    needed: dict[str, int],
+    available: tuple[int, str],
+    run,
+    shape: tuple[int, ...],
+    accumulation: tuple[int, int] | None,
+) -> str:
+    """The ConfigError's text: the figures, and what to change (`accumulation`: the
+    fewest micro-batches that fit and that step's bytes, or None)."""
+    free, source = available
+    need = needed["total"]
     options = []
-    k = _accumulation_that_fits(needed, free, run, data_size)
-    if k is not None:
+    if accumulation is not None:
+        k, bytes_k = accumulation
         options.append(
-            f"--gin.RunConfig.grad_accum_steps={k} (micro-batches of {run.batch_size // k}: "
-            f"the same examples per update, about {run.grad_accum_steps}/{k} of the temporaries)"
+            f"--gin.RunConfig.grad_accum_steps={k} (micro-batches of {run.batch_size // k}, "
+            f"the same examples per update; XLA's figure for it: {_size(bytes_k)})"
         )
     if getattr(run.model, "remat_policy", None) == "none":
         name = type(run.model).__name__
-        options.append(
-            (
-                "--gin_file=precision/remat.gin"
-                if name == "BertConfig"
-                else f"--gin.cmrcx.{name}.remat_policy=\"'dots'\""
-            )
-            + " (the backward pass recomputes each layer's activations: BERT-base at 24 x "
-            "512 needs 8.2 GiB instead of 22.8)"
+        flag = (
+            "--gin_file=precision/remat.gin"
+            if name == "BertConfig"
+            else f"--gin.cmrcx.{name}.remat_policy=\"'dots'\""
         )
-    options.append("a smaller RunConfig.batch_size (a different run from the paper's)")
+        options.append(f"{flag} (the backward pass recomputes each layer's activations)")
+    options.append("a smaller RunConfig.batch_size (not the gin file's run any more)")
     return (
-        f"the training step needs about {_size(need)} of memory (XLA's analysis of "
-        f"the compiled step: {_size(needed['state'])} of state and batch, "
-        f"{_size(temporaries)} of temporaries for batch {run.batch_size} x "
-        f"{run.max_length}; a run takes about {HEADROOM}x that at its peak), but "
-        f"{_size(free)} are available ({source}): the kernel would kill the run. Lower it with "
+        f"the training step needs about {_size(need)} of memory (XLA's analysis of the "
+        f"compiled step: {_size(needed['state'])} of state and batch, "
+        f"{_size(needed['temporaries'])} of temporaries for batch "
+        f"{' x '.join(map(str, shape))}); a run peaks near {HEADROOM}x that, "
+        f"{_size(HEADROOM * need)}, and {_size(free)} are available ({source}): the kernel "
+        "would kill the run. Lower it with "
         + "; or ".join(options)
-        + ". "
-        "RunConfig.check_memory = False runs it anyway (a host with swap)."
+        + ". RunConfig.check_memory = False runs it anyway (a host with swap)."
     )
 
 
-def _size(count: int) -> str:
+def _size(count: float) -> str:
     return f"{count / GIB:.1f} GiB" if count >= GIB / 10 else f"{count / 2**20:.0f} MiB"
 
 
-def _accumulation_that_fits(needed: dict[str, int], free: int, run, data_size: int) -> int | None:
-    """The fewest micro-batches (more than now) whose temporaries, which scale with the
-    micro-batch, fit without a thin margin; None if none does."""
-    now = run.grad_accum_steps
-    for k in range(now + 1, run.batch_size // data_size + 1):
-        if run.batch_size % (k * data_size):
+def fewest_micro_batches(trainer, run, needed, available, devices: int, shown: bool):
+    """(k, bytes) of the fewest micro-batches over `run.grad_accum_steps` whose compiled
+    step fits, or None. A k whose temporaries alone, shrunk k-fold, would not fit is
+    skipped without compiling (the parameter-sized gradient buffers do not shrink)."""
+    now, data = run.grad_accum_steps, trainer.mesh.shape["data"]
+    floor = needed["state"]
+    for k in range(now + 1, run.batch_size // data + 1):
+        if run.batch_size % (k * data):
             continue
-        if HEADROOM * (needed["state"] + needed["temporaries"] * now / k) <= TIGHT * free:
-            return k
+        if HEADROOM * (floor + needed["temporaries"] * now / k) > TIGHT * available[0]:
+            continue
+        if shown:
+            print(f"sizing the step with grad_accum_steps={k} ...", flush=True)
+        smaller = step_bytes(trainer.with_grad_accum_steps(k).compile_train_step(), devices)
+        if smaller is not None and HEADROOM * smaller["total"] <= TIGHT * available[0]:
+            return k, smaller["total"]
     return None
 
 
 def compile_and_check(trainer, run, shown=True):
-    """Compiles the training step (a line before and after: tens of seconds for BERT-base
-    on 2 cores) and checks its memory on a CPU host; returns the compiled step."""
+    """Compiles the training step (a line before and after: it takes seconds to minutes)
+    and, on a CPU host, stops the run with a ConfigError if its memory cannot fit."""
     if shown:
         print("compiling the training step (once per run) ...", flush=True)
     start = time.perf_counter()
     compiled = trainer.compile_train_step()
     said = f"training step compiled in {time.perf_counter() - start:.1f} s"
-    per_device = step_bytes(compiled)
     local = [
         d
         for d in trainer.mesh.devices.flat
         if d.platform == "cpu" and d.process_index == jax.process_index()
     ]
-    if per_device is not None and local:
-        needed = {key: value * len(local) for key, value in per_device.items()}
-        said += ": " + check(needed, available_host_bytes(), run, trainer.mesh.shape["data"])
+    needed = step_bytes(compiled, len(local)) if local else None
+    if needed is None:
+        if shown:
+            print(said, flush=True)
+        return compiled
+    available = available_host_bytes()
+    if run.check_memory and not _on_every_host(fits(needed, available)):
+        if fits(needed, available):
+            raise ConfigError(
+                "another host's training step cannot fit its memory; its error says what to change"
+            )
+        # The batch's largest array: [examples, (choices,) tokens].
+        shape = max((v.shape for v in trainer.example_shapes().values()), key=len)
+        advice = fewest_micro_batches(trainer, run, needed, available, len(local), shown)
+        raise ConfigError(too_big_message(needed, available, run, shape, advice))
     if shown:
-        print(said, flush=True)
+        print(f"{said}: {describe(needed, available, run)}", flush=True)
     return compiled
+
+
+def _on_every_host(ok: bool) -> bool:
+    """Whether `ok` holds on every host (each host runs the check; all must agree)."""
+    if jax.process_count() == 1:
+        return ok
+    from jax.experimental import multihost_utils
+
+    return bool(np.all(multihost_utils.process_allgather(np.int32(ok))))

@@ -7,13 +7,10 @@ decoding to the official format) comes from `cmrcx.training.run_tasks`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import operator
 import os
-import threading
-import time
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +22,7 @@ from cmrcx.common import errors
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.files import write_atomically
 from cmrcx.common.paths import subpackage_folders
-from cmrcx.common.progress import ticking
+from cmrcx.common.progress import said_if_slow, ticking
 from cmrcx.datasets import prepared_splits
 from cmrcx.training import (
     checkpoints,
@@ -291,13 +288,12 @@ class Runner:
         run = self.run
         with model_dir_lock(run.model_dir), sigterm_flag() as sigterm:
             self.checkpoints.remove_unfinished()
-            # Before the state is allocated: a step that cannot fit stops here, with a
-            # message, instead of being killed at its first call.
-            memory_check.compile_and_check(self.trainer, run, jax.process_index() == 0)
+            end = min(self.num_train_steps, stop_at or self.num_train_steps)
+            if (self.checkpoints.latest_step() or 0) < end:
+                self._compile_checked()
             state = self.initial_state()
             start = int(jax.device_get(state.step))
             self.writer.rewind(start)
-            end = min(self.num_train_steps, stop_at or self.num_train_steps)
             if self._evaluation_missing(start, end):
                 self.evaluate(state, start)
             progress = tqdm(
@@ -317,6 +313,15 @@ class Runner:
                     f"({self.checkpoints.directory}/{step}); run the same command to resume"
                 )
         return state, losses
+
+    def _compile_checked(self) -> None:
+        """The train step compiled before the state is allocated: one that cannot fit in
+        the host's memory stops the run here, with a message, instead of being killed."""
+        try:
+            memory_check.compile_and_check(self.trainer, self.run, jax.process_index() == 0)
+        except ConfigError:
+            self.checkpoints.close()  # orbax's threads wind down before the one-line exit
+            raise
 
     def _batches(self, start: int):
         """Training batches from step `start` on. Every host reads the same global batch
@@ -446,7 +451,8 @@ class Runner:
                 scores = self.trainer.score(state.params, device_batch)
                 real = len(host_batch[self.model.score_keys[0]])  # rows that are not padding
                 evaluation.add(scores[:real], host_batch)
-        with _said_if_slow(f"eval {split}: decoding and writing the predictions"):
+        slow = f"eval {split}: decoding and writing the predictions"
+        with said_if_slow(slow, shown=jax.process_index() == 0):
             results = evaluation.finish(self.run.model_dir)
         if results and record:
             self.writer.write(step, split, results)
@@ -504,21 +510,3 @@ def _first_nonfinite(flags, metrics, step: int):
         jnp.where(new, bad_loss.astype(jnp.int32), loss_flag),
         jnp.where(new, bad_grad.astype(jnp.int32), grad_flag),
     )
-
-
-@contextlib.contextmanager
-def _said_if_slow(what: str, after: float = 10.0):
-    """A phase with no progress bar of its own: `what ...` is printed if it is still
-    running `after` seconds in, and its time when it ends (process 0): no silent wait."""
-    timer = threading.Timer(after, lambda: print(f"{what} ...", flush=True))
-    timer.daemon = True
-    start = time.perf_counter()
-    if jax.process_index() == 0:
-        timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-        seconds = time.perf_counter() - start
-        if seconds >= after and jax.process_index() == 0:
-            print(f"{what}: {seconds:.0f} s", flush=True)

@@ -105,7 +105,7 @@ class Trainer:
         the whole batch at once, at a fraction of the activation memory).
         """
         cpu_threefry.install()  # dropout masks on CPU: the same bits, one fused kernel
-        self.model, self.optimizer, self.mesh = model, optimizer, mesh
+        self.model, self.optimizer, self.mesh, self.rules = model, optimizer, mesh, rules
         self.seed, self.grad_accum_steps = seed, grad_accum_steps
         batch_size = len(next(iter(example_batch.values())))
         data_size = mesh.shape["data"]
@@ -217,6 +217,15 @@ class Trainer:
             key: jax.make_array_from_process_local_data(self.batch_sharding, value)
             for key, value in batch.items()
         }
+
+    def example_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
+        """The training batch's arrays (shapes and dtypes)."""
+        return dict(self._example)
+
+    def with_grad_accum_steps(self, k: int) -> Trainer:
+        """This trainer with the batch in `k` micro-batches (to size its compiled step)."""
+        example = {key: np.zeros(v.shape, v.dtype) for key, v in self._example.items()}
+        return Trainer(self.model, self.optimizer, self.mesh, example, self.rules, self.seed, k)
 
     def compile_train_step(self):
         """The train step compiled from shapes alone (nothing allocated), for its memory

@@ -152,9 +152,23 @@ def test_a_paused_or_disabled_bar_is_not_redrawn():
     bar = tqdm(range(1), desc="generate", file=stream, mininterval=0)
     with progress.ticking(bar, every=0.02) as ticker:
         ticker.paused = True  # a generator suspended at its yield
+        time.sleep(0.05)  # a redraw already under way lands before the count
         before = len(_redraws(stream))
         time.sleep(0.2)
         assert len(_redraws(stream)) == before
     quiet = tqdm(range(1), desc="eval", file=stream, disable=True)
     with progress.ticking(quiet, every=0.02):
         assert not any(t.name.startswith("ticking: ") for t in threading.enumerate())
+
+
+def test_a_slow_phase_without_a_bar_is_said_and_a_quick_one_is_not(capsys):
+    with progress.said_if_slow("eval validation: writing the predictions", after=0.05):
+        time.sleep(0.3)
+    with progress.said_if_slow("eval test: writing the predictions", after=0.5):
+        pass
+    with progress.said_if_slow("on another host", after=0.05, shown=False):
+        time.sleep(0.2)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "eval validation: writing the predictions ..."
+    assert re.fullmatch(r"eval validation: writing the predictions: \d+ s", lines[1])
+    assert len(lines) == 2
