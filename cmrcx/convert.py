@@ -57,6 +57,7 @@ import argparse
 import os
 import shutil
 import sys
+import time
 
 import numpy as np
 
@@ -120,7 +121,14 @@ def convert(family: registry.Family, source: str, out: str) -> None:
     """Reads the release `source` with the family's weights module and writes the export
     `out`: params/ (under the family's name), model_config.json, the vocabulary files."""
     weights = registry.weights(family)
+    start = time.perf_counter()  # a large release takes tens of seconds each way
+    print(f"reading {source} ...", flush=True)
     release = weights.read_dir(source)
+    seconds = time.perf_counter() - start
+    described = weights.describe(release.config)
+    print(f"read {release.source} from {source} in {seconds:.1f} s: {described}", flush=True)
+    for note in release.notes:
+        print(note)
     files = weights.vocabulary_files(source)
     extra = {
         **exports.family_key(release.config),
@@ -128,17 +136,17 @@ def convert(family: registry.Family, source: str, out: str) -> None:
         "source_format": release.source,
         **release.extra,
     }
+    start = time.perf_counter()
+    print(f"writing {out} ...", flush=True)
     exports.export_params(out, {family.name: release.params}, release.config, extra=extra)
     # A name, or (the release's name, the export's): Google's Chinese ALBERT ships
     # vocab_chinese.txt, which the export holds as vocab.txt.
     copies = [(name, name) if isinstance(name, str) else tuple(name) for name in files]
     for name, export_name in copies:
         shutil.copyfile(os.path.join(source, name), os.path.join(out, export_name))
-    print(f"read {release.source} from {source}: {weights.describe(release.config)}")
-    for note in release.notes:
-        print(note)
     written = "".join(", " + export_name for _, export_name in copies)
-    print(f"wrote {out} (params/, model_config.json{written})")
+    seconds = time.perf_counter() - start
+    print(f"wrote {out} in {seconds:.1f} s (params/, model_config.json{written})")
 
 
 # ---------------------------------------------------------------------------

@@ -285,13 +285,14 @@ class Runner:
         checkpoint: unfinished checkpoint writes are removed, metrics.jsonl loses the
         lines written after that step, and an evaluation the kill cut short runs again.
         """
-        run = self.run
+        run, shown = self.run, jax.process_index() == 0
         with model_dir_lock(run.model_dir), sigterm_flag() as sigterm:
             self.checkpoints.remove_unfinished()
             end = min(self.num_train_steps, stop_at or self.num_train_steps)
             if (self.checkpoints.latest_step() or 0) < end:
                 self._compile_checked()
-            state = self.initial_state()
+            with said_if_slow("the training state: restored, or new weights", shown=shown):
+                state = self.initial_state()
             start = int(jax.device_get(state.step))
             self.writer.rewind(start)
             if self._evaluation_missing(start, end):

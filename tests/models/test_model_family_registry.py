@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
@@ -239,7 +240,11 @@ def test_a_registered_family_converts_trains_and_exports(toy_family, tmp_path, c
     assert convert.main(["--from", str(tmp_path / "hf"), "--to", str(pretrained)]) == 0
     out = capsys.readouterr().out
     assert "read safetensors from" in out and "vocab_size=4096, width=8" in out
-    assert f"wrote {pretrained} (params/, model_config.json, vocab.txt)" in out
+    # Each long phase is announced before it starts, and timed when it ends.
+    assert out.index(f"reading {tmp_path / 'hf'} ...") < out.index("read safetensors from")
+    assert out.index(f"writing {pretrained} ...") < out.index(f"wrote {pretrained} in ")
+    wrote = re.escape(f"wrote {pretrained} in ") + r"[\d.]+ s "
+    assert re.search(wrote + re.escape("(params/, model_config.json, vocab.txt)"), out)
     saved = json.loads((pretrained / "model_config.json").read_text(encoding="utf-8"))
     assert saved["family"] == "toy" and saved["source_model_type"] == "toy"
     assert exports.read_model_config(str(pretrained)) == ToyConfig()
