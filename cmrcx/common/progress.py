@@ -181,7 +181,8 @@ def ticking(bar: tqdm, every: float = EVERY_SECONDS) -> Iterator[Ticker]:
         yield ticker
     finally:
         stopped.set()
-        thread.join()
+        if thread is not threading.current_thread():  # a generator closed by the GC there
+            thread.join()
 
 
 @contextlib.contextmanager

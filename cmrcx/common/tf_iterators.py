@@ -17,8 +17,8 @@ full-size ChID and CMRC 2018 this cost nothing measurable (README, Full-size spl
 
 Every pipeline cmrcx reads to its end goes without it: from Python through
 `numpy_iterator` (the prepared store's build, the batches of a split without a store) or
-`without_autotune` (the records read back from TFDS), and the counts taken with
-`Dataset.reduce`, which on a CPU runs its own finalized (autotuned) iterator too.
+`without_autotune` (the records read back from TFDS), and the counts taken with `reduce`
+(`Dataset.reduce`, which on a CPU runs its own finalized, autotuned iterator too).
 """
 
 from __future__ import annotations
@@ -36,3 +36,8 @@ def without_autotune(dataset):
 def numpy_iterator(dataset):
     """`dataset.as_numpy_iterator()` of `without_autotune(dataset)`."""
     return without_autotune(dataset).as_numpy_iterator()
+
+
+def reduce(dataset, initial, function):
+    """`dataset.reduce(initial, function)` of `without_autotune(dataset)`, as numpy."""
+    return without_autotune(dataset).reduce(initial, function).numpy()

@@ -55,8 +55,7 @@ def count_examples(task_name: str, split: str, store: PreparedStore | None = Non
     prepared = _prepared(store, task_name, split)
     if prepared is not None:
         return len(prepared)
-    dataset = tf_iterators.without_autotune(_examples(task_name, split))
-    return int(dataset.reduce(0, lambda n, _: n + 1).numpy())
+    return int(tf_iterators.reduce(_examples(task_name, split), 0, lambda n, _: n + 1))
 
 
 def epoch_permutation(seed: int, epoch: int, count: int) -> np.ndarray:

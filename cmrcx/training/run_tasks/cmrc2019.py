@@ -47,8 +47,7 @@ class Cmrc2019RunTask(RunTask):
         """Blanks of the training split (the released script's len(train_examples))."""
         source = seqio.get_mixture_or_task(self.train_task).source
         dataset = source.get_dataset(split=self.run.train_split, shuffle=False)
-        dataset = tf_iterators.without_autotune(dataset)
-        return int(dataset.reduce(0, lambda n, ex: n + tf.size(ex["answers"])).numpy())
+        return int(tf_iterators.reduce(dataset, 0, lambda n, ex: n + tf.size(ex["answers"])))
 
     def evaluation(self, split: str) -> Cmrc2019Evaluation:
         return Cmrc2019Evaluation(self, split)
