@@ -282,3 +282,16 @@ def test_hosts_agree_a_host_that_fits_stops_when_another_cannot(tmp_path, monkey
     with pytest.raises(ConfigError, match=r"^another host's training step cannot fit"):
         runner.train()
     assert gathered == [1]
+
+
+def test_the_cli_prints_the_message_as_one_error_line(tmp_path, monkeypatch, capsys):
+    from cmrcx import train
+    from cmrcx.cli import launch
+
+    monkeypatch.setattr(memory_check, "available_host_bytes", lambda: (1024, "a test"))
+    with pytest.raises(SystemExit) as info:
+        launch.main_guard(train.main, flags(tmp_path / "run", tmp_path / "tfds", steps=1))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("error: the training step needs about ")
+    assert "Traceback" not in err
