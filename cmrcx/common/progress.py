@@ -14,8 +14,8 @@ The count lines come from `update`, so they stop while the phase waits for its n
     preparing chid train examples: 569,088 so far, still working (8 s since the count changed)
 
 and again each time as long passes, until `done` or `close` (a `with` block's end, or
-the Progress dropped). The lines go through `tqdm.external_write_mode`, so they appear above an open
-progress bar instead of on its line.
+the Progress dropped). The lines go through `tqdm.external_write_mode`, so they appear
+above an open progress bar instead of on its line.
 
 `ticking` redraws a tqdm bar every `every` seconds, so its elapsed time moves during a
 long step: one BERT-base step at the paper's batch 24 x 512 takes 35 to 60 s on 2 cores.

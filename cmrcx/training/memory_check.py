@@ -139,7 +139,7 @@ def fits(needed: dict[str, int], available: tuple[int, str] | None) -> bool:
     return available is None or HEADROOM * needed["total"] <= available[0]
 
 
-def describe(needed: dict[str, int], available: tuple[int, str] | None, run) -> str:
+def describe(needed: dict[str, int], available: tuple[int, str] | None) -> str:
     """What the step needs against what the host has, for the compile line."""
     said = f"it needs about {_size(needed['total'])} of memory"
     if available is None:
@@ -233,8 +233,9 @@ def compile_and_check(trainer, run, shown=True):
             print(said, flush=True)
         return compiled
     available = available_host_bytes()
-    if run.check_memory and not _on_every_host(fits(needed, available)):
-        if fits(needed, available):
+    fitting = fits(needed, available)
+    if run.check_memory and not _on_every_host(fitting):
+        if fitting:
             raise ConfigError(
                 "another host's training step cannot fit its memory; its error says what to change"
             )
@@ -243,7 +244,7 @@ def compile_and_check(trainer, run, shown=True):
         advice = fewest_micro_batches(trainer, run, needed, available, len(local), shown)
         raise ConfigError(too_big_message(needed, available, run, shape, advice))
     if shown:
-        print(f"{said}: {describe(needed, available, run)}", flush=True)
+        print(f"{said}: {describe(needed, available)}", flush=True)
     return compiled
 
 

@@ -290,7 +290,7 @@ class Runner:
             self.checkpoints.remove_unfinished()
             end = min(self.num_train_steps, stop_at or self.num_train_steps)
             if (self.checkpoints.latest_step() or 0) < end:
-                self._compile_checked()
+                self._compile_checked(shown)
             with said_if_slow("the training state: restored, or new weights", shown=shown):
                 state = self.initial_state()
             start = int(jax.device_get(state.step))
@@ -302,7 +302,7 @@ class Runner:
                 desc="train",
                 initial=start,
                 total=end,
-                disable=jax.process_index() != 0,
+                disable=not shown,
             )
             losses = []
             with ticking(progress):  # its elapsed time moves during a long step
@@ -315,11 +315,11 @@ class Runner:
                 )
         return state, losses
 
-    def _compile_checked(self) -> None:
+    def _compile_checked(self, shown: bool) -> None:
         """The train step compiled before the state is allocated: one that cannot fit in
         the host's memory stops the run here, with a message, instead of being killed."""
         try:
-            memory_check.compile_and_check(self.trainer, self.run, jax.process_index() == 0)
+            memory_check.compile_and_check(self.trainer, self.run, shown)
         except ConfigError:
             self.checkpoints.close()  # orbax's threads wind down before the one-line exit
             raise

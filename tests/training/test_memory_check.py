@@ -123,16 +123,16 @@ def test_a_step_that_fits_says_so_and_warns_when_the_margin_is_thin():
     assert not memory_check.fits(BERT_BASE, HOST)
     roomy = (40 * GIB, "a test")
     assert memory_check.fits(BERT_BASE, roomy)
-    said = memory_check.describe(BERT_BASE, roomy, PAPER_RUN)
+    said = memory_check.describe(BERT_BASE, roomy)
     assert said == "it needs about 22.8 GiB of memory, 40.0 GiB are available"
     tight = (31 * GIB, "a test")  # 1.3 x 22.8 = 29.6 GiB: within 31, but over 0.9 x 31
     assert memory_check.fits(BERT_BASE, tight)
-    assert memory_check.describe(BERT_BASE, tight, PAPER_RUN).endswith(
+    assert memory_check.describe(BERT_BASE, tight).endswith(
         "(little margin: other programs' memory could get the run killed)"
     )
-    anyway = memory_check.describe(BERT_BASE, HOST, PAPER_RUN)  # reached with check_memory off
+    anyway = memory_check.describe(BERT_BASE, HOST)  # reached with check_memory off
     assert anyway.endswith("(RunConfig.check_memory is False: running anyway)")
-    assert memory_check.describe(BERT_BASE, None, PAPER_RUN) == "it needs about 22.8 GiB of memory"
+    assert memory_check.describe(BERT_BASE, None) == "it needs about 22.8 GiB of memory"
 
 
 class FakeTrainer:

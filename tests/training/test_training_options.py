@@ -140,12 +140,7 @@ def test_remat_changes_memory_not_results():
         # SGD with a large rate, as above: with a small one, (1 + update) - 1 on the
         # LayerNorm scales is quantized by their float32 spacing (1.2e-7).
         results[policy] = one_update(cfg, optax.sgd(1000.0), 1, batch)
-        trainer = trainer_for(cfg, batch=batch)
-        batch_shapes = {
-            k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=trainer.batch_sharding)
-            for k, v in batch.items()
-        }
-        compiled = trainer._train_step.lower(trainer.abstract_state, batch_shapes).compile()
+        compiled = trainer_for(cfg, batch=batch).compile_train_step()
         temp_bytes[policy] = compiled.memory_analysis().temp_size_in_bytes
     reference_update, reference_metrics = results["none"]
     for policy in ("full", "dots"):

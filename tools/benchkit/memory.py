@@ -20,17 +20,13 @@ COLUMNS = ("argument", "output", "alias", "temp", "generated_code", "total")
 
 def memory_row(family, g, variant: str) -> dict:
     """Compiled memory of cmrcx's train step for one variant ("f32", "bf16+full", ...)."""
-    import jax
+    from cmrcx.training import memory_check
 
     precision, _, remat = variant.partition("+")
     dtype = {"f32": "float32", "bf16": "bfloat16"}[precision]
-    trainer, example = family.memory_trainer(g, dtype, remat or "none")
-    batch = {
-        key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=trainer.batch_sharding)
-        for key, value in example.items()
-    }
+    trainer, _ = family.memory_trainer(g, dtype, remat or "none")
     start = time.perf_counter()
-    compiled = trainer._train_step.lower(trainer.abstract_state, batch).compile()
+    compiled = trainer.compile_train_step()
     seconds = time.perf_counter() - start
     stats = compiled.memory_analysis()
     gib = {
@@ -41,7 +37,7 @@ def memory_row(family, g, variant: str) -> dict:
         "generated_code": stats.generated_code_size_in_bytes / 2**30,
     }
     # Donated state: outputs aliased to arguments need no second buffer.
-    gib["total"] = gib["argument"] + gib["output"] - gib["alias"] + gib["temp"]
+    gib["total"] = memory_check.step_bytes(compiled)["total"] / 2**30
     fits = [capacity for capacity in CAPACITIES_GIB if gib["total"] <= capacity]
     return {"variant": variant, "gib": gib, "fits_gib": fits, "compile_seconds": seconds}
 
