@@ -427,6 +427,35 @@ def test_layerops_times_each_op_on_both_sides():
     )
 
 
+def test_refault_times_each_pause():
+    report = run_bench("refault", "--gib", "0.01", "--pauses", "0,0.1", "--rounds", "2")
+    assert [row["pause_seconds"] for row in report["rows"]] == [0.0, 0.1]
+    for row in report["rows"]:
+        assert len(row["system_seconds_each"]) == 2
+        assert 0 < row["wall_seconds"] < 60 and row["system_seconds"] >= 0
+    assert isinstance(report["machine"]["free_page_reporting"], bool)
+
+
+@pytest.mark.parametrize(
+    ("device", "features", "reports"),
+    [
+        ("0x0005", "0110010100", True),
+        ("0x0005", "0110000100", False),
+        ("0x0001", "0000010000", False),
+    ],
+)  # the balloon (device 5) with feature bit 5 set; without it; bit 5 of a network device
+def test_free_page_reporting_is_read_from_the_balloon(tmp_path, device, features, reports):
+    assert not harness.free_page_reporting(tmp_path / "missing")
+    for name, (kind, bits) in {
+        "virtio0": ("0x0002", "1111111111"),
+        "virtio1": (device, features),
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "device").write_text(kind + "\n")
+        (tmp_path / name / "features").write_text(bits + "\n")
+    assert harness.free_page_reporting(tmp_path) is reports
+
+
 @pytest.mark.parametrize("changed", ["cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin", "tools/d.py"])
 def test_reports_name_a_tree_with_uncommitted_code_dirty(tmp_path, monkeypatch, changed):
     def git(*args):

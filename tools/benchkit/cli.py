@@ -14,7 +14,7 @@ import sys
 
 from cmrcx.common import hugepages
 
-from . import families, firststep, harness, input_pipeline, layerops, memory, steps
+from . import families, firststep, harness, input_pipeline, layerops, memory, refault, steps
 
 DESCRIPTION = (
     "Benchmarks: cmrcx's BERT cloze and classification steps against Hugging Face's "
@@ -27,6 +27,7 @@ IN_PROCESS = {  # subcommand: (run, print)
     "firststep": (firststep.bench_firststep, firststep.print_firststep),
     "evalpath": (firststep.bench_evalpath, firststep.print_evalpath),
     "layerops": (layerops.bench_layerops, layerops.print_layerops),
+    "refault": (refault.bench_refault, refault.print_refault),
 }
 
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_command(commands)
     firststep.add_command(commands)
     layerops.add_command(commands)
+    refault.add_command(commands)
     default_cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))
     for sub in commands.choices.values():
         sub.add_argument("--cpus", default=default_cpus, help="CPU list for taskset")

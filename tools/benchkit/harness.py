@@ -206,7 +206,29 @@ def machine_info(cpus: str) -> dict:
         "versions": versions,
         "command": " ".join(["python", *sys.argv]),
         "git": git_state(),
+        "free_page_reporting": free_page_reporting(),
     }
+
+
+VIRTIO_BALLOON = "0x0005"
+VIRTIO_BALLOON_F_REPORTING = 5  # feature bit (virtio 1.2, 5.5.3)
+
+
+def free_page_reporting(devices: Path = Path("/sys/bus/virtio/devices")) -> bool:
+    """Whether this is a VM whose balloon device reports free pages to its host: memory
+    freed and touched again after a second costs system time there (`bench.py refault`)."""
+    for device in devices.glob("*"):
+        try:
+            kind = (device / "device").read_text().strip()
+            features = (device / "features").read_text().strip()
+        except OSError:
+            continue
+        if (
+            kind == VIRTIO_BALLOON
+            and features[VIRTIO_BALLOON_F_REPORTING : VIRTIO_BALLOON_F_REPORTING + 1] == "1"
+        ):
+            return True
+    return False
 
 
 BENCHED_CODE = ("cmrcx", "tasks", "gin_configs", "tools")
@@ -242,6 +264,9 @@ def print_header(report: dict) -> None:
     load = " ".join(f"{x:.2f}" for x in m["load_average"])
     print(f"# {m['command']}  (git {m['git']})")
     print(f"# load average (1, 5, 15 min) at start {start or '?'}, at end {load}")
+    if m.get("free_page_reporting"):
+        print("# a VM whose balloon returns freed memory to its host: memory touched again "
+              "after a pause costs system time (bench.py refault)")  # fmt: skip
 
 
 def print_sides(result: dict, torch_label: str, rows) -> None:
