@@ -240,8 +240,8 @@ class BertLayer(nn.Module):
 
 def _stacked_layers(cfg: BertConfig, deterministic: bool, name: str) -> nn.Module:
     """All `num_layers` blocks as one scanned module: parameters [layers, ...]
-    (`common.scanned_layers`)."""
-    layers = scanned_layers(BertLayer, cfg.remat_policy, cfg.num_layers)
+    (`common.scanned_layers`), unrolled unless a remat policy is set."""
+    layers = scanned_layers(BertLayer, cfg.remat_policy, cfg.num_layers, unrolled=True)
     return layers(cfg, deterministic, name=name)
 
 

@@ -33,7 +33,9 @@ REMAT_POLICIES = {
 }
 
 
-def scanned_layers(block, remat_policy: str, length: int, in_axes=nn.broadcast):
+def scanned_layers(
+    block, remat_policy: str, length: int, in_axes=nn.broadcast, unrolled: bool = False
+):
     """`block` (a layer module class returning (carry, per-layer output)) repeated
     `length` times as one scanned module: parameters [layers, ...] (logical axis
     "layers"), one dropout and init key per layer, the extra call arguments (`in_axes`)
@@ -41,7 +43,16 @@ def scanned_layers(block, remat_policy: str, length: int, in_axes=nn.broadcast):
     once per layer), and with a remat policy (`REMAT_POLICIES` name, "none" for none)
     the backward pass keeps only what the policy saves per layer, which XLA honours on
     every backend (unrolled remat is free to be undone on CPU). Call the result as the
-    block: `scanned_layers(...)(cfg, ..., name=...)`."""
+    block: `scanned_layers(...)(cfg, ..., name=...)`.
+
+    `unrolled` (without a remat policy) unrolls the scan into `length` copies of the
+    block, the same parameters, keys and sums: no loop, so the backward pass's per-layer
+    residuals are no longer stacked into [layers, ...] buffers, each zero-filled and then
+    written layer by layer. BERT-base's train step at 2 x 512 on 2 cores of Zen 5: 2.14
+    to 2.16 s instead of 2.50 to 2.57 (bf16: 1.64 to 1.82 instead of 2.07), temporaries
+    1.95 GiB instead of 2.23 (bf16: 1.46 instead of 2.47), compiled in 12 s instead of
+    3.5; GPT-2's 5.65 s instead of 6.49. T5's got slower (2.41 to 2.50 s against 2.22 to
+    2.25 for LongLM-small) and stays a loop, as do the remat policies."""
     if remat_policy != "none":
         block = nn.remat(block, policy=REMAT_POLICIES[remat_policy], prevent_cse=False)
     return nn.scan(
@@ -50,6 +61,7 @@ def scanned_layers(block, remat_policy: str, length: int, in_axes=nn.broadcast):
         split_rngs={"params": True, "dropout": True},
         in_axes=in_axes,
         length=length,
+        unroll=length if unrolled and remat_policy == "none" else 1,
         metadata_params={nn.PARTITION_NAME: "layers"},
     )
 

@@ -188,10 +188,12 @@ def _proj_std(cfg: GPT2Config) -> float:
 
 def _stacked_blocks(cfg: GPT2Config, deterministic: bool, mode: str) -> nn.Module:
     """All blocks as one scanned module `layers` (parameters [layers, ...]); "step" scans
-    the caches ([layers, ...]) with the parameters."""
+    the caches ([layers, ...]) with the parameters. Mode "full" (training, scoring) is
+    unrolled unless a remat policy is set; decoding's modes stay a loop."""
     remat_policy = cfg.remat_policy if mode == "full" else "none"
     in_axes = (nn.broadcast, 0, 0, nn.broadcast) if mode == "step" else nn.broadcast
-    layers = scanned_layers(GPT2Block, remat_policy, cfg.n_layer, in_axes)
+    unrolled = mode == "full"
+    layers = scanned_layers(GPT2Block, remat_policy, cfg.n_layer, in_axes, unrolled)
     return layers(cfg, deterministic, mode, name="layers")
 
 
