@@ -53,7 +53,7 @@ def scanned_layers(
     against 10.05 s) with 6.93 GiB instead of 7.53; compiled in 11 s instead of 3.2.
     GPT-2's float32 step 5.65 s instead of 6.49. T5's got slower (2.41 to 2.50 s against
     2.22 to 2.25 for LongLM-small) and stays a loop, as do XLNet's and the remat
-    policies (README, BERT: the scan)."""
+    policies (README, "Sharding, precision and memory")."""
     if remat_policy != "none":
         block = nn.remat(block, policy=REMAT_POLICIES[remat_policy], prevent_cse=False)
     return nn.scan(
