@@ -14,7 +14,17 @@ import sys
 
 from cmrcx.common import hugepages
 
-from . import families, firststep, harness, input_pipeline, layerops, memory, refault, steps
+from . import (
+    families,
+    firststep,
+    harness,
+    input_pipeline,
+    layerops,
+    memcheck,
+    memory,
+    refault,
+    steps,
+)
 
 DESCRIPTION = (
     "Benchmarks: cmrcx's BERT cloze and classification steps against Hugging Face's "
@@ -24,6 +34,7 @@ DESCRIPTION = (
 IN_PROCESS = {  # subcommand: (run, print)
     "input": (input_pipeline.bench_input, input_pipeline.print_input),
     "memory": (memory.bench_memory, memory.print_memory),
+    "memcheck": (memcheck.bench_memcheck, memcheck.print_memcheck),
     "firststep": (firststep.bench_firststep, firststep.print_firststep),
     "evalpath": (firststep.bench_evalpath, firststep.print_evalpath),
     "layerops": (layerops.bench_layerops, layerops.print_layerops),
@@ -38,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         family.add_commands(commands)
     input_pipeline.add_command(commands)
     memory.add_command(commands)
+    memcheck.add_command(commands)
     firststep.add_command(commands)
     layerops.add_command(commands)
     refault.add_command(commands)

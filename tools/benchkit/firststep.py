@@ -19,12 +19,11 @@ import json
 import os
 import re
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 
-from cmrcx.common import hugepages, tf_iterators
+from cmrcx.common import tf_iterators
 
 from . import harness, synthetic
 
@@ -107,30 +106,6 @@ def child(task: str, data_dir: str, model_dir: str, cache: str, resume: bool) ->
     print(RESULT + json.dumps(report), flush=True)
 
 
-def _spawn(args, code: str, log) -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{harness.TOOLS}:{harness.REPO_ROOT}"}
-    env = hugepages.process_environment(env) or env  # as `python -m cmrcx.train` runs
-    process = subprocess.Popen(
-        [sys.executable, "-c", code],
-        env=env,
-        cwd=str(harness.REPO_ROOT),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    result, lines = None, []
-    for line in process.stdout:
-        lines.append(line)
-        if line.startswith(RESULT):
-            result = json.loads(line[len(RESULT) :])
-        elif not args.json:
-            print("  | " + line.rstrip()[:160], file=log, flush=True)
-    if process.wait() != 0 or result is None:
-        raise SystemExit("bench child failed:\n" + "".join(lines[-40:]))
-    result["log"] = lines
-    return result
-
-
 def bench_firststep(args) -> dict:
     log = sys.stderr
     with tempfile.TemporaryDirectory(prefix="cmrcx_bench_firststep_") as work:
@@ -148,8 +123,8 @@ def bench_firststep(args) -> dict:
             "{}",
         )
         load_before = os.getloadavg()
-        fresh = _spawn(args, call.format("False"), log)
-        resumed = _spawn(args, call.format("True"), log)
+        fresh = harness.spawn_code(call.format("False"), RESULT, args.json, log)
+        resumed = harness.spawn_code(call.format("True"), RESULT, args.json, log)
         load_after = os.getloadavg()
     store_line = [line for line in fresh.pop("log") if re.search(r"examples: [\d,]+ in", line)]
     resumed.pop("log")

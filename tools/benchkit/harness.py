@@ -93,6 +93,33 @@ def side_environment(args, side: str) -> dict[str, str]:
     return env
 
 
+def spawn_code(code: str, result_prefix: str, quiet: bool, log=sys.stderr) -> dict:
+    """Runs `python -c code` from the repository root as `python -m cmrcx.train` runs (the
+    huge-page tunable; tools/ importable), echoing its lines to `log` unless `quiet`;
+    returns the JSON of its last `result_prefix` line, with its output lines as "log"."""
+    env = {**os.environ, "PYTHONPATH": f"{TOOLS}:{REPO_ROOT}"}
+    env = hugepages.process_environment(env) or env
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=str(REPO_ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    result, lines = None, []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith(result_prefix):
+            result = json.loads(line[len(result_prefix) :])
+        elif not quiet:
+            print("  | " + line.rstrip()[:160], file=log, flush=True)
+    if process.wait() != 0 or result is None:
+        raise SystemExit("bench child failed:\n" + "".join(lines[-40:]))
+    result["log"] = lines
+    return result
+
+
 def print_result(result: dict) -> None:
     """A worker's last word: its timings as one prefixed JSON line on stdout."""
     print(RESULT_PREFIX + json.dumps(result), flush=True)

@@ -1,0 +1,66 @@
+"""tools/bench.py memcheck: the memory check's verdict on gin files as written, from the
+run `cmrcx.train` builds (tiny gin files here; the paper ones only by hand: README)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from support import REPO_ROOT
+
+from cmrcx.training import memory_check
+
+TOOLS = REPO_ROOT / "tools"
+sys.path.insert(0, str(TOOLS))
+from benchkit import memcheck  # noqa: E402
+
+
+def test_memcheck_reports_what_a_run_of_each_gin_file_compiles():
+    # A BERT cloze task on synthetic files and a T5 generation task on the LOT sample.
+    proc = subprocess.run(
+        [sys.executable, str(TOOLS / "bench.py"), "memcheck", "--json",
+         "--gin_files", "cmrc2019_tiny.gin,lot_outgen_tiny.gin"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout)["rows"]
+    assert [(row["gin_file"], row["task"], row["model"]) for row in rows] == [
+        ("cmrc2019_tiny.gin", "cmrc2019", "BertConfig"),
+        ("lot_outgen_tiny.gin", "lot_outgen", "T5Config"),
+    ]
+    for row in rows:
+        needed = row["needed_gib"]
+        assert 0 < needed["state"] < needed["total"]
+        assert needed["temporaries"] > 0
+        assert row["runs"] and row["advice"] is None and "error" not in row
+        assert row["available_gib"] > 0
+    # The gin file's batch: cmrc2019_tiny.gin runs 8 windows of 128 tokens.
+    assert rows[0]["batch_shape"][0] == 8 and rows[0]["grad_accum_steps"] == 1
+
+
+def test_memcheck_reports_the_error_of_a_step_that_cannot_fit(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(memory_check, "available_host_bytes", lambda: (2**20, "a test"))
+    monkeypatch.chdir(REPO_ROOT)
+    memcheck.child("cmrc2019_tiny.gin", str(tmp_path), [])
+    row = json.loads(capsys.readouterr().out.splitlines()[-1][len(memcheck.RESULT) :])
+    assert not row["runs"] and row["advice"] is None  # no micro-batching fits 1 MiB
+    assert row["available_gib"] == 2**20 / 2**30 and row["available_from"] == "a test"
+    assert row["error"].startswith("the training step needs about")
+    assert "1 MiB are available (a test)" in row["error"]
+    advised = {**row, "gin_file": "b.gin", "advice": {"grad_accum_steps": 4, "gib": 0.5}}
+    fitting = {**row, "gin_file": "c.gin", "runs": True, "error": None}
+    report = {"benchmark": "memcheck", "machine": {}, "rows": [row, advised, fitting]}
+    monkeypatch.setattr(memcheck.harness, "print_header", lambda report: None)
+    memcheck.print_memcheck({**report, "note": ""})
+    out = capsys.readouterr().out
+    assert "stops: no accumulation fits" in out
+    assert "stops: grad_accum_steps=4 (0.5)" in out
+    assert out.count("error: the training step needs about") == 2  # not for c.gin
+
+
+@pytest.mark.parametrize("task", ["clue_afqmc", "lot_outgen_x"])
+def test_memcheck_names_the_tasks_it_has_files_for(task, tmp_path):
+    with pytest.raises(SystemExit, match=f"no files for task '{task}'"):
+        memcheck._data_for(task, str(tmp_path / "data"))
