@@ -11,13 +11,16 @@ compiled step (arguments + outputs - donated + temporaries, per device), summed 
 process's CPU devices; the step's first call reuses that compilation. A step that does
 not fit is compiled again with more micro-batches until one fits, so the advice is sized
 by XLA too. GPUs and TPUs report an out-of-memory error of their own: the check runs on
-CPU hosts only. In a multi-host run the hosts agree: if one cannot fit, all stop.
+CPU hosts only. In a multi-host run the hosts agree: if one cannot fit, all stop; several
+processes of one run on one host share what that host has.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
+import zlib
 
 import jax
 import numpy as np
@@ -232,7 +235,7 @@ def compile_and_check(trainer, run, shown=True):
         if shown:
             print(said, flush=True)
         return compiled
-    available = available_host_bytes()
+    available = share_of_host(available_host_bytes())
     fitting = fits(needed, available)
     if run.check_memory and not _on_every_host(fitting):
         if fitting:
@@ -246,6 +249,33 @@ def compile_and_check(trainer, run, shown=True):
     if shown:
         print(f"{said}: {describe(needed, available)}", flush=True)
     return compiled
+
+
+def share_of_host(available: tuple[int, str] | None) -> tuple[int, str] | None:
+    """`available` split evenly over the processes of this run on this host (hostname and
+    boot id alike): each runs the same step, and MemAvailable or a cgroup's room is the
+    whole host's. With one process per host, the usual multi-host job, it stays whole.
+    Every process of the run calls this (a collective when there are several)."""
+    if jax.process_count() == 1:
+        return available
+    from jax.experimental import multihost_utils
+
+    key = np.int32(zlib.crc32(_machine_name().encode()) & 0x7FFFFFFF)
+    keys = np.asarray(multihost_utils.process_allgather(key))
+    sharing = int(np.sum(keys == key))
+    if available is None or sharing == 1:
+        return available
+    free, source = available
+    return free // sharing, f"{source}, shared by the {sharing} processes of this run on this host"
+
+
+def _machine_name() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()} {boot}"
 
 
 def _on_every_host(ok: bool) -> bool:

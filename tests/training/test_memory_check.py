@@ -278,15 +278,40 @@ def test_hosts_agree_a_host_that_fits_stops_when_another_cannot(tmp_path, monkey
     monkeypatch.setattr(memory_check.jax, "process_count", lambda: 2)
     gathered = []
 
-    def allgather(ok):
-        gathered.append(int(ok))
-        return np.array([int(ok), 0])
+    def allgather(value):
+        gathered.append(int(value))
+        if len(gathered) == 1:  # the machine keys: the other host's differs
+            return np.array([int(value), int(value) ^ 1])
+        return np.array([int(value), 0])
 
     monkeypatch.setattr(multihost_utils, "process_allgather", allgather)
     monkeypatch.setattr(memory_check, "available_host_bytes", lambda: (64 * GIB, "a test"))
     with pytest.raises(ConfigError, match=r"^another host's training step cannot fit"):
         runner.train()
-    assert gathered == [1]
+    assert gathered[1:] == [1]
+
+
+def test_processes_of_one_run_on_one_host_share_its_memory(tmp_path, monkeypatch):
+    """Two processes on one machine each need the step's memory: a step that fits the host
+    once stops when the host runs it twice, and the message says why."""
+    from jax.experimental import multihost_utils
+
+    runner = runner_for(flags(tmp_path / "run", tmp_path / "tfds", steps=1))
+    needed = memory_check.step_bytes(runner.trainer.compile_train_step())["total"]
+    whole = int(1.5 * memory_check.HEADROOM * needed)  # fits one process, not two
+    assert memory_check.share_of_host((whole, "a test")) == (whole, "a test")  # one process
+    monkeypatch.setattr(memory_check.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda v: np.array([v, v]))
+    monkeypatch.setattr(memory_check, "available_host_bytes", lambda: (whole, "a test"))
+    assert memory_check.share_of_host((whole, "a test")) == (
+        whole // 2,
+        "a test, shared by the 2 processes of this run on this host",
+    )
+    with pytest.raises(ConfigError, match=r"shared by the 2 processes of this run on this"):
+        runner.train()
+    # Processes on other machines (other keys) leave each machine's memory whole.
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda v: np.array([v, v ^ 1]))
+    assert memory_check.share_of_host((whole, "a test")) == (whole, "a test")
 
 
 def test_the_cli_prints_the_message_as_one_error_line(tmp_path, monkeypatch, capsys):
