@@ -24,6 +24,7 @@ from . import (
     memory,
     refault,
     steps,
+    suite,
 )
 
 DESCRIPTION = (
@@ -39,6 +40,7 @@ IN_PROCESS = {  # subcommand: (run, print)
     "evalpath": (firststep.bench_evalpath, firststep.print_evalpath),
     "layerops": (layerops.bench_layerops, layerops.print_layerops),
     "refault": (refault.bench_refault, refault.print_refault),
+    "suite": (suite.bench_suite, suite.print_suite),
 }
 
 
@@ -53,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     firststep.add_command(commands)
     layerops.add_command(commands)
     refault.add_command(commands)
+    suite.add_command(commands)
     default_cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))
     for sub in commands.choices.values():
         sub.add_argument("--cpus", default=default_cpus, help="CPU list for taskset")
