@@ -297,7 +297,8 @@ def test_processes_of_one_run_on_one_host_share_its_memory(tmp_path, monkeypatch
     from jax.experimental import multihost_utils
 
     runner = runner_for(flags(tmp_path / "run", tmp_path / "tfds", steps=1))
-    needed = memory_check.step_bytes(runner.trainer.compile_train_step())["total"]
+    compiled = runner.trainer.compile_train_step()
+    needed = memory_check.step_bytes(compiled)["total"]
     whole = int(1.5 * memory_check.HEADROOM * needed)  # fits one process, not two
     assert memory_check.share_of_host((whole, "a test")) == (whole, "a test")  # one process
     monkeypatch.setattr(memory_check.jax, "process_count", lambda: 2)
@@ -307,8 +308,11 @@ def test_processes_of_one_run_on_one_host_share_its_memory(tmp_path, monkeypatch
         whole // 2,
         "a test, shared by the 2 processes of this run on this host",
     )
+    # Compiled once (above); no advice sizing (its own test is above).
+    monkeypatch.setattr(runner.trainer, "compile_train_step", lambda: compiled)
+    monkeypatch.setattr(memory_check, "fewest_micro_batches", lambda *args: None)
     with pytest.raises(ConfigError, match=r"shared by the 2 processes of this run on this"):
-        runner.train()
+        memory_check.compile_and_check(runner.trainer, runner.run)
     # Processes on other machines (other keys) leave each machine's memory whole.
     monkeypatch.setattr(multihost_utils, "process_allgather", lambda v: np.array([v, v ^ 1]))
     assert memory_check.share_of_host((whole, "a test")) == (whole, "a test")
