@@ -55,7 +55,7 @@ def _data_for(task: str, data_dir: str) -> None:
     elif task.startswith("lot_") and (LOT_SAMPLE / task[len("lot_") :]).is_dir():
         os.symlink(LOT_SAMPLE / task[len("lot_") :], data_dir)
     else:
-        lot = [f"lot_{task.name}" for task in sorted(LOT_SAMPLE.iterdir()) if task.is_dir()]
+        lot = [f"lot_{path.name}" for path in sorted(LOT_SAMPLE.iterdir()) if path.is_dir()]
         known = ", ".join([*synthetic.SIZES, *lot])
         raise SystemExit(f"memcheck has no files for task {task!r} (it has: {known})")
 
@@ -63,7 +63,6 @@ def _data_for(task: str, data_dir: str) -> None:
 def child(gin_file: str, work: str, bindings: list[str]) -> None:
     """One gin file: its run built as `cmrcx.train` builds it, the step compiled, checked."""
     from cmrcx.cli import launch
-    from cmrcx.common.errors import ConfigError
     from cmrcx.training import memory_check
     from cmrcx.training.runner import Runner
 
@@ -108,9 +107,7 @@ def child(gin_file: str, work: str, bindings: list[str]) -> None:
         advice = memory_check.fewest_micro_batches(trainer, run, needed, available, devices, True)
         if advice is not None:
             report["advice"] = {"grad_accum_steps": advice[0], "gib": advice[1] / memory_check.GIB}
-        report["error"] = str(
-            ConfigError(memory_check.too_big_message(needed, available, run, shape, advice))
-        )
+        report["error"] = memory_check.too_big_message(needed, available, run, shape, advice)
     print(RESULT + json.dumps(report), flush=True)
 
 
