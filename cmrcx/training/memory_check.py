@@ -235,7 +235,9 @@ def compile_and_check(trainer, run, shown=True):
         if shown:
             print(said, flush=True)
         return compiled
-    available = share_of_host(available_host_bytes())
+    available = available_host_bytes()
+    if run.check_memory:
+        available = share_of_host(available)
     fitting = fits(needed, available)
     if run.check_memory and not _on_every_host(fitting):
         if fitting:
@@ -255,7 +257,9 @@ def share_of_host(available: tuple[int, str] | None) -> tuple[int, str] | None:
     """`available` split evenly over the processes of this run on this host (hostname and
     boot id alike): each runs the same step, and MemAvailable or a cgroup's room is the
     whole host's. With one process per host, the usual multi-host job, it stays whole.
-    Every process of the run calls this (a collective when there are several)."""
+    Every process of the run calls this (a collective when there are several). Processes
+    in containers of their own (other hostnames) are not merged; co-hosted processes that
+    each have a memory cgroup limit of their own are told less than they have."""
     if jax.process_count() == 1:
         return available
     from jax.experimental import multihost_utils

@@ -11,7 +11,7 @@ import pytest
 from support import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
-from benchkit import suite  # noqa: E402
+from benchkit import cli, suite  # noqa: E402
 
 
 def test_the_suite_waits_for_a_quiet_machine_and_says_so(capsys):
@@ -26,8 +26,8 @@ def test_a_machine_that_stays_loaded_stops_the_suite():
         suite.wait_for_quiet(0.5, 20, loadavg=lambda: (1.5, 0, 0), sleep=lambda s: None)
 
 
-def _side(median: float, spread: float) -> dict:
-    return {"median_step_seconds": median, "median_seconds": median, "spread": spread}
+def _side(median: float, spread: float, key: str = "median_step_seconds") -> dict:
+    return {key: median, "spread": spread}
 
 
 def test_rows_of_bert_and_t5_reports_and_their_table(capsys, monkeypatch):
@@ -45,8 +45,8 @@ def test_rows_of_bert_and_t5_reports_and_their_table(capsys, monkeypatch):
     }
     t5 = {
         "results": [
-            {"method": m, "geometry": {"batch": b}, "cmrcx": _side(0.5, 0.0),
-             "torch": _side(1.0, 0.1), **comparison}
+            {"method": m, "geometry": {"batch": b}, "cmrcx": _side(0.5, 0.0, "median_seconds"),
+             "torch": _side(1.0, 0.1, "median_seconds"), **comparison}
             for m in ("sample", "beam") for b in (1, 8)
         ],
         "suite": {"name": "generate", "arguments": ["generate"], "start_load": 0.4},
@@ -60,6 +60,7 @@ def test_rows_of_bert_and_t5_reports_and_their_table(capsys, monkeypatch):
         "generate beam batch 8",
     ]
     assert rows[0]["cmrcx"] == 1.0 and rows[0]["torch"] == 2.0 and rows[0]["by_mean"] == 1.8
+    assert rows[1]["cmrcx"] == 0.5 and rows[1]["torch"] == 1.0  # T5's key
     monkeypatch.setattr(suite.harness, "print_header", lambda report: None)
     suite.print_suite({"out": "/x", "rows": rows})
     out = capsys.readouterr().out
@@ -71,9 +72,26 @@ def test_rows_of_bert_and_t5_reports_and_their_table(capsys, monkeypatch):
 
 
 def test_unknown_entries_are_named():
-    args = argparse.Namespace(only="train,trian", out="unused")
+    args = argparse.Namespace(only="train, trian", out="unused")
     with pytest.raises(SystemExit, match=r"unknown entries \['trian'\]"):
         suite.bench_suite(args)
+
+
+def test_the_suite_is_not_restarted_with_the_huge_page_tunable(monkeypatch):
+    """Its children inherit its environment: restarted with the tunable, it would hand it
+    to PyTorch's side too, which runs as the environment is."""
+    restarts = []
+    monkeypatch.setattr(cli.hugepages, "restart_with_hugepages", lambda: restarts.append(1))
+    monkeypatch.setattr(cli.os, "sched_setaffinity", lambda pid, cpus: None)  # not pytest's
+    monkeypatch.setattr(sys, "argv", ["bench.py", "suite", "--only", "trian"])
+    with pytest.raises(SystemExit, match="unknown entries"):
+        cli.main()
+    assert restarts == []
+    monkeypatch.setattr(sys, "argv", ["bench.py", "memcheck", "--gin_files", "x"])
+    monkeypatch.setitem(cli.IN_PROCESS, "memcheck", (lambda args: sys.exit("stopped"), None))
+    with pytest.raises(SystemExit, match="stopped"):
+        cli.main()
+    assert restarts == [1]  # the in-process benches run as `python -m cmrcx.train` does
 
 
 @pytest.mark.slow  # child processes with jax and torch: ~40 s

@@ -44,6 +44,9 @@ IN_PROCESS = {  # subcommand: (run, print)
 }
 
 
+ORCHESTRATORS = ("suite",)  # run other bench.py commands as children
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -78,8 +81,11 @@ def main() -> None:
             steps.run_worker(args, family)
         return
     if family is None:
-        # In this process, as `python -m cmrcx.train` runs: with glibc's huge-page tunable.
-        hugepages.restart_with_hugepages()
+        # In this process, as `python -m cmrcx.train` runs: with glibc's huge-page tunable;
+        # not the suite, whose children set their sides' environments themselves (a
+        # restarted suite would hand the tunable to PyTorch's side too).
+        if args.command not in ORCHESTRATORS:
+            hugepages.restart_with_hugepages()
         os.sched_setaffinity(0, [int(cpu) for cpu in args.cpus.split(",")])
         sys.path.insert(0, str(harness.REPO_ROOT))
         run, show = IN_PROCESS[args.command]

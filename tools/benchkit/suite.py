@@ -67,7 +67,11 @@ def run_entry(name: str, arguments: list[str], out: Path, args) -> dict:
     proc = subprocess.run(command, capture_output=True, text=True, cwd=harness.REPO_ROOT)
     if proc.returncode:
         raise SystemExit(f"suite: {name} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    report = json.loads(proc.stdout)
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError as error:
+        tail = proc.stdout[-2000:]
+        raise SystemExit(f"suite: {name} printed no JSON report ({error}):\n{tail}") from None
     report["suite"] = {
         "name": name,
         "arguments": arguments,
@@ -107,7 +111,7 @@ def rows(report: dict) -> list[dict]:
 
 def bench_suite(args) -> dict:
     known = dict(ENTRIES)
-    names = args.only.split(",") if args.only else list(known)
+    names = [name.strip() for name in args.only.split(",")] if args.only else list(known)
     if unknown := [name for name in names if name not in known]:
         raise SystemExit(f"suite: unknown entries {unknown}; known: {', '.join(known)}")
     out = Path(args.out).resolve()
