@@ -225,12 +225,7 @@ def compile_and_check(trainer, run, shown=True):
     start = time.perf_counter()
     compiled = trainer.compile_train_step()
     said = f"training step compiled in {time.perf_counter() - start:.1f} s"
-    local = [
-        d
-        for d in trainer.mesh.devices.flat
-        if d.platform == "cpu" and d.process_index == jax.process_index()
-    ]
-    needed = step_bytes(compiled, len(local)) if local else None
+    needed = needed_bytes(trainer, compiled)
     if needed is None:
         if shown:
             print(said, flush=True)
@@ -244,13 +239,35 @@ def compile_and_check(trainer, run, shown=True):
             raise ConfigError(
                 "another host's training step cannot fit its memory; its error says what to change"
             )
-        # The batch's largest array: [examples, (choices,) tokens].
-        shape = max((v.shape for v in trainer.example_shapes().values()), key=len)
-        advice = fewest_micro_batches(trainer, run, needed, available, len(local), shown)
-        raise ConfigError(too_big_message(needed, available, run, shape, advice))
+        raise ConfigError(advise(trainer, run, needed, available, shown)[1])
     if shown:
         print(f"{said}: {describe(needed, available)}", flush=True)
     return compiled
+
+
+def needed_bytes(trainer, compiled) -> dict[str, int] | None:
+    """XLA's figures for this process's share of the compiled step (step_bytes over its
+    CPU devices), or None off CPU."""
+    devices = _local_cpu_devices(trainer)
+    return step_bytes(compiled, devices) if devices else None
+
+
+def advise(trainer, run, needed, available, shown: bool) -> tuple[tuple[int, int] | None, str]:
+    """When the step cannot fit: the fewest micro-batches that would (k and that step's
+    bytes, or None), and the error's text naming what to change."""
+    # The batch's largest array: [examples, (choices,) tokens].
+    shape = max((v.shape for v in trainer.example_shapes().values()), key=len)
+    devices = _local_cpu_devices(trainer)
+    accumulation = fewest_micro_batches(trainer, run, needed, available, devices, shown)
+    return accumulation, too_big_message(needed, available, run, shape, accumulation)
+
+
+def _local_cpu_devices(trainer) -> int:
+    return sum(
+        1
+        for d in trainer.mesh.devices.flat
+        if d.platform == "cpu" and d.process_index == jax.process_index()
+    )
 
 
 def share_of_host(available: tuple[int, str] | None) -> tuple[int, str] | None:

@@ -81,8 +81,7 @@ def child(gin_file: str, work: str, bindings: list[str]) -> None:
     unchecked = launch.run_config_with_required_values()
     _data_for(unchecked.task, data_dir)
     run = unchecked.checked()
-    runner = Runner(run)
-    trainer = runner.trainer
+    trainer = Runner(run).trainer
     shape = max((v.shape for v in trainer.example_shapes().values()), key=len)
     start = time.perf_counter()
     compiled = trainer.compile_train_step()
@@ -95,8 +94,7 @@ def child(gin_file: str, work: str, bindings: list[str]) -> None:
         "grad_accum_steps": run.grad_accum_steps,
         "compile_seconds": time.perf_counter() - start,
     }
-    devices = trainer.mesh.devices.size
-    needed = memory_check.step_bytes(compiled, devices)
+    needed = memory_check.needed_bytes(trainer, compiled)
     available = memory_check.available_host_bytes()
     report["needed_gib"] = {k: v / memory_check.GIB for k, v in needed.items()}
     report["available_gib"] = available[0] / memory_check.GIB if available else None
@@ -104,10 +102,9 @@ def child(gin_file: str, work: str, bindings: list[str]) -> None:
     report["runs"] = memory_check.fits(needed, available)
     report["advice"] = None
     if not report["runs"]:
-        advice = memory_check.fewest_micro_batches(trainer, run, needed, available, devices, True)
+        advice, report["error"] = memory_check.advise(trainer, run, needed, available, True)
         if advice is not None:
             report["advice"] = {"grad_accum_steps": advice[0], "gib": advice[1] / memory_check.GIB}
-        report["error"] = memory_check.too_big_message(needed, available, run, shape, advice)
     print(RESULT + json.dumps(report), flush=True)
 
 
