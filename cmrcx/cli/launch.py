@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import importlib.resources
+import inspect
 import logging
 import os
 import pathlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -222,8 +225,54 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
     root.addFilter(_drop_gin_path_misses)
     try:
         gin.parse_config_files_and_bindings(files, bindings, finalize_config=False)
+    except SyntaxError as error:
+        raise ConfigError(_gin_syntax_message(error)) from None
+    except ValueError as error:
+        message = _gin_name_message(str(error))
+        if message is None:
+            raise
+        raise ConfigError(message) from None
     finally:
         root.removeFilter(_drop_gin_path_misses)
+
+
+def _gin_syntax_message(error: SyntaxError) -> str:
+    """A gin parse error in one line: where, the statement, and the usual cause."""
+    statement = (error.text or "").strip()
+    if error.filename in (None, "<string>"):
+        where = f"the binding {statement!r}"
+    else:
+        where = f"{error.filename}:{error.lineno}: {statement!r}"
+    reason = " ".join(error.msg.split()).rstrip(".")
+    return (
+        f"gin cannot parse {where} ({reason}): values are Python literals, so a string "
+        "needs quotes inside the shell's (--gin.MODEL_DIR=\"'runs/x'\"); numbers, True, "
+        "False and None take none"
+    )
+
+
+_GIN_UNKNOWN_PARAMETER = re.compile(
+    r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'"
+)
+_GIN_UNKNOWN_CONFIGURABLE = re.compile(r"No configurable matching '([\w.]+)'")
+
+
+def _gin_name_message(text: str) -> str | None:
+    """gin's error for a binding naming no configurable or no parameter, in one line with
+    the closest names; None for other errors."""
+    said = re.sub(
+        r"\.?\s*In bindings string line \d+\s*", " in the binding: ", " ".join(text.split())
+    )
+    if match := _GIN_UNKNOWN_PARAMETER.search(text):
+        configurable = gin.config._REGISTRY.get_match(match.group(1))
+        names = list(inspect.signature(configurable.wrapped).parameters) if configurable else []
+        close = difflib.get_close_matches(match.group(2), names, n=3)
+    elif match := _GIN_UNKNOWN_CONFIGURABLE.search(text):
+        names = [name.rsplit(".", 1)[-1] for name, _ in gin.config._REGISTRY.items()]
+        close = difflib.get_close_matches(match.group(1).rsplit(".", 1)[-1], names, n=3)
+    else:
+        return None
+    return f"gin: {said}" + (f" (did you mean {', '.join(close)}?)" if close else "")
 
 
 def _gin_file_of_paper_name(name: str) -> str | None:

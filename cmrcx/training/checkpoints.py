@@ -288,6 +288,18 @@ def _quiet_callbacks_into_closed_loops() -> None:
 _OS_ERROR_CODE = re.compile(r"os_error_code='(\d+)'")
 
 
+def read_failure(error: BaseException, limit: int = 300) -> str:
+    """Why a checkpoint did not restore, in one line: the first line of the innermost
+    error of the chain (tensorstore's own text, naming the file and the fault; orbax's
+    outer message carries a repr of a tensorstore spec instead)."""
+    seen = set()
+    while error.__cause__ is not None and id(error) not in seen:
+        seen.add(id(error))
+        error = error.__cause__
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__
+
+
 def storage_failure(error: BaseException) -> str | None:
     """The reason ("No space left on device") if `error`, or an error in its chain, is
     a write the storage refused (`errors.STORAGE_ERRNOS`); None otherwise. orbax raises

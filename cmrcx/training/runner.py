@@ -215,7 +215,8 @@ class Runner:
             return step, self.checkpoints.restore(step, self.trainer.abstract_state)
         except Exception as error:  # orbax raises many kinds; the message names the step
             raise ConfigError(
-                f"checkpoint {self.checkpoints.directory}/{step} is unreadable: {error}"
+                f"checkpoint {self.checkpoints.directory}/{step} is unreadable: "
+                f"{checkpoints.read_failure(error)}"
             ) from error
 
     def final_evaluation(self, state) -> tuple[int, dict[str, float]]:
@@ -238,7 +239,7 @@ class Runner:
             try:
                 state = self.checkpoints.restore(step, self.trainer.abstract_state)
             except Exception as error:  # orbax raises many kinds (ValueError, OSError, ...)
-                reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+                reason = checkpoints.read_failure(error)
                 print(f"checkpoint step {step} is unreadable ({reason}); trying older")
                 unreadable.append(step)
                 continue

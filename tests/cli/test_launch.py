@@ -1,5 +1,6 @@
 """Flags, gin file lookup and RunConfig checks of the entry-point layer."""
 
+import dataclasses
 import os
 
 import gin
@@ -80,6 +81,67 @@ def test_local_tiny_shrinks_whichever_family_the_experiment_chose():
 def test_unknown_gin_file_lists_the_bundled_ones():
     with pytest.raises(errors.ConfigError, match="cmrc2019_tiny.gin"):
         launch.parse_gin(["nope.gin"], [])
+
+
+def test_an_unquoted_string_binding_says_how_to_quote_it():
+    with pytest.raises(errors.ConfigError) as raised:
+        launch.parse_gin(["cmrc2019_tiny.gin"], ["MODEL_DIR = /tmp/x"])
+    said = str(raised.value)
+    assert said.startswith("gin cannot parse the binding 'MODEL_DIR = /tmp/x'")
+    assert "--gin.MODEL_DIR=\"'runs/x'\"" in said and "\n" not in said
+
+
+def test_a_gin_file_syntax_error_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "mine.gin"
+    bad.write_text("include 'cmrc2019_tiny.gin'\nRunConfig.num_train_steps = abc def\n")
+    with pytest.raises(errors.ConfigError, match=rf"cannot parse {bad}:2: 'RunConfig.num_tr"):
+        launch.parse_gin([str(bad)], [])
+
+
+@pytest.mark.parametrize(
+    "binding, said",
+    [
+        ("RunConfig.batchsize = 8", r"named 'batchsize' .*did you mean batch_size, eval_batch"),
+        ("BertConfig.num_layer = 2", r"named 'num_layer' .*did you mean num_layers\?"),
+        ("RunConfigg.seed = 2", r"No configurable matching 'RunConfigg'.*did you mean RunConfig"),
+    ],
+)
+def test_a_misspelt_name_gets_the_closest_ones(binding, said):
+    with pytest.raises(errors.ConfigError, match=said):
+        launch.parse_gin(["cmrc2019_tiny.gin"], [binding])
+
+
+@pytest.mark.parametrize(
+    "binding, said",
+    [
+        ("RunConfig.batch_size = '8'", r"RunConfig.batch_size is '8' \(str\); it takes an int"),
+        ("BertConfig.num_layers = 2.5", r"BertConfig.num_layers is 2.5 \(float\); it takes an"),
+        ("RunConfig.optimizer = 3", r"RunConfig.optimizer is 3 \(int\); .*needs quotes"),
+        ("RunConfig.check_memory = 1", r"check_memory is 1 \(int\); it takes True or False"),
+        ("RunConfig.num_train_steps = '4'", r"it takes an integer or None"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_named_before_the_run(binding, said):
+    launch.parse_gin(["cmrc2019_tiny.gin"], ["MODEL_DIR = '/tmp/m'", binding])
+    with pytest.raises(errors.ConfigError, match=said):
+        launch.run_config_from_gin()
+
+
+def test_every_bundled_config_has_values_of_its_declared_types():
+    import cmrcx.generate  # noqa: F401  (GenerationConfig, which runs/lot_generation.gin binds)
+    from cmrcx.training.run_config import check_field_types
+
+    checked = 0
+    for name in launch.bundled_gin_files():
+        gin.clear_config()
+        launch.parse_gin([name], [])
+        run = launch.gin_run_config()
+        required = [f.name for f in dataclasses.fields(run) if getattr(run, f.name) is gin.REQUIRED]
+        run = dataclasses.replace(run, **dict.fromkeys(required))  # MODEL_DIR, DATA_DIR
+        check_field_types(run, "RunConfig")
+        check_field_types(run.model, type(run.model).__name__)
+        checked += 1
+    assert checked == len(launch.bundled_gin_files()) > 200
 
 
 def test_resolve_path():
