@@ -244,6 +244,10 @@ def _gin_syntax_message(error: SyntaxError) -> str:
     else:
         where = f"{error.filename}:{error.lineno}: {statement!r}"
     reason = " ".join(error.msg.split()).rstrip(".")
+    # Python's literal_eval text carries an object's address: "Failed to parse token 'x'" says it.
+    reason = re.sub(
+        r"malformed node or string on line \d+: <ast\.\w+ object at 0x\w+> ", "", reason
+    )
     return (
         f"gin cannot parse {where} ({reason}): values are Python literals, so a string "
         "needs quotes inside the shell's (--gin.MODEL_DIR=\"'runs/x'\"); numbers, True, "

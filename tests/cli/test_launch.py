@@ -89,6 +89,8 @@ def test_an_unquoted_string_binding_says_how_to_quote_it():
     said = str(raised.value)
     assert said.startswith("gin cannot parse the binding 'MODEL_DIR = /tmp/x'")
     assert "--gin.MODEL_DIR=\"'runs/x'\"" in said and "\n" not in said
+    with pytest.raises(errors.ConfigError, match=r"\(Failed to parse token 'runs'\): values"):
+        launch.parse_gin(["cmrc2019_tiny.gin"], ["MODEL_DIR = runs/x"])
 
 
 def test_a_gin_file_syntax_error_names_the_file_and_line(tmp_path):
