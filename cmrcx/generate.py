@@ -78,6 +78,7 @@ from cmrcx.benchmarks.records import is_json_int  # noqa: E402
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.common import paths  # noqa: E402
 from cmrcx.common.errors import ConfigError, DataFormatError  # noqa: E402
+from cmrcx.common.field_types import check_field_types  # noqa: E402
 
 DECODINGS = ("greedy", "sample", "beam")
 SENTENCEPIECE_FILE = "spiece.model"  # a T5 export's vocabulary (GPT-2's: vocab.txt)
@@ -107,6 +108,7 @@ class GenerationConfig:
 
     def checked(self, vocab_size: int) -> GenerationConfig:
         """Itself, or ConfigError naming the first bad value."""
+        check_field_types(self, "GenerationConfig")
         problems = [
             (self.decoding not in DECODINGS, f"decoding {self.decoding!r}: use one of "
              + ", ".join(DECODINGS)),

@@ -258,3 +258,6 @@ def test_missing_and_wrong_checkpoints(export, input_file, tmp_path, capsys):
     assert "GenerationConfig.decoding 'nucleus'" in error_line(
         capsys, ["--checkpoint", export, *out, "--decoding=nucleus"]
     )
+    assert "GenerationConfig.top_k is '40' (str); it takes an integer" in error_line(
+        capsys, ["--checkpoint", export, *out, "--gin.GenerationConfig.top_k='40'"]
+    )

@@ -131,7 +131,7 @@ def test_a_value_of_the_wrong_type_is_named_before_the_run(binding, said):
 
 def test_every_bundled_config_has_values_of_its_declared_types():
     import cmrcx.generate  # noqa: F401  (GenerationConfig, which runs/lot_generation.gin binds)
-    from cmrcx.training.run_config import check_field_types
+    from cmrcx.common.field_types import check_field_types
 
     checked = 0
     for name in launch.bundled_gin_files():
