@@ -58,6 +58,12 @@ def test_memcheck_reports_the_error_of_a_step_that_cannot_fit(monkeypatch, capsy
     assert "stops: no accumulation fits" in out
     assert "stops: grad_accum_steps=4 (0.5)" in out
     assert out.count("error: the training step needs about") == 2  # not for c.gin
+    # RunConfig.check_memory=False given as a binding: such a run starts.
+    memcheck.child("cmrc2019_tiny.gin", str(tmp_path / "off"), ["RunConfig.check_memory=False"])
+    row = json.loads(capsys.readouterr().out.splitlines()[-1][len(memcheck.RESULT) :])
+    assert row["runs"] and not row["check_memory"] and "error" not in row
+    memcheck.print_memcheck({**report, "rows": [row], "note": ""})
+    assert "runs (check_memory off)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("task", ["clue_afqmc", "lot_outgen_x"])

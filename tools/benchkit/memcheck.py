@@ -99,7 +99,9 @@ def child(gin_file: str, work: str, bindings: list[str]) -> None:
     report["needed_gib"] = {k: v / memory_check.GIB for k, v in needed.items()}
     report["available_gib"] = available[0] / memory_check.GIB if available else None
     report["available_from"] = available[1] if available else None
-    report["runs"] = memory_check.fits(needed, available)
+    # RunConfig.check_memory=False (a binding) starts the run whatever the figures say.
+    report["check_memory"] = run.check_memory
+    report["runs"] = memory_check.fits(needed, available) or not run.check_memory
     report["advice"] = None
     if not report["runs"]:
         advice, report["error"] = memory_check.advise(trainer, run, needed, available, True)
@@ -137,7 +139,7 @@ def print_memcheck(report: dict) -> None:
         shape = " x ".join(map(str, row["batch_shape"]))
         available = row["available_gib"]
         if row["runs"]:
-            verdict = "runs"
+            verdict = "runs" if row.get("check_memory", True) else "runs (check_memory off)"
         elif row["advice"]:
             advice = row["advice"]
             verdict = f"stops: grad_accum_steps={advice['grad_accum_steps']} ({advice['gib']:.1f})"
