@@ -93,9 +93,10 @@ def side_environment(args, side: str) -> dict[str, str]:
     return env
 
 
-def spawn_code(code: str, result_prefix: str, quiet: bool, log=sys.stderr) -> dict:
+def spawn_code(code: str, result_prefix: str, quiet: bool, log=None) -> dict:
     """Runs `python -c code` from the repository root as `python -m cmrcx.train` runs (the
-    huge-page tunable; tools/ importable), echoing its lines to `log` unless `quiet`;
+    huge-page tunable; tools/ importable), echoing its lines to `log` (None: the current
+    sys.stderr) unless `quiet`;
     returns the JSON of its last `result_prefix` line, with its output lines as "log"."""
     env = {**os.environ, "PYTHONPATH": f"{TOOLS}:{REPO_ROOT}"}
     env = hugepages.process_environment(env) or env
@@ -113,7 +114,7 @@ def spawn_code(code: str, result_prefix: str, quiet: bool, log=sys.stderr) -> di
         if line.startswith(result_prefix):
             result = json.loads(line[len(result_prefix) :])
         elif not quiet:
-            print("  | " + line.rstrip()[:160], file=log, flush=True)
+            print("  | " + line.rstrip()[:160], file=log or sys.stderr, flush=True)
     if process.wait() != 0 or result is None:
         raise SystemExit("bench child failed:\n" + "".join(lines[-40:]))
     result["log"] = lines
