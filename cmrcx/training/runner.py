@@ -291,6 +291,9 @@ class Runner:
             self.checkpoints.remove_unfinished()
             end = min(self.num_train_steps, stop_at or self.num_train_steps)
             if (self.checkpoints.latest_step() or 0) < end:
+                # A bad record of the eval split stops the run now, not at its first evaluation.
+                with said_if_slow(f"reading the {run.eval_split} split's file", shown=shown):
+                    self.task.check_split(run.eval_split)
                 self._compile_checked(shown)
             with said_if_slow("the training state: restored, or new weights", shown=shown):
                 state = self.initial_state()

@@ -131,6 +131,17 @@ def require_split(row: MrcTask, data_dir: str, split: str) -> None:
         c3_tfds.require_split(data_dir, split, row.clue_version)
 
 
+def read_official_split(row: MrcTask, data_dir: str, split: str) -> None:
+    """Reads a split's official file(s) through the dataset's reader (no preparation):
+    DataFormatError naming the file, record and field of the first bad record."""
+    if row.dataset == "cmrc2018":
+        cmrc2018_format.read_split(data_dir, split)
+    elif row.dataset == "chid":
+        chid.read_split(data_dir, split, row.clue_version)
+    else:
+        c3.read_split(data_dir, split, row.clue_version)
+
+
 # --- Features ---------------------------------------------------------------------------------
 
 

@@ -54,6 +54,14 @@ class RunTask(Protocol):
         """MissingSplitError naming the official file(s) `split` needs, if absent."""
         ...
 
+    def check_split(self, split: str) -> None:
+        """Reads `split`'s official file(s) through the benchmark's reader: MissingSplitError
+        if absent, DataFormatError naming the file, record and field of the first bad
+        record. The runner checks its eval split before the first training step, so a bad
+        validation file stops the run at once, not at the first evaluation hours later.
+        Default: presence only (for tasks whose evaluation reads nothing official)."""
+        self.require_split(split)
+
     def evaluation(self, split: str) -> Evaluation: ...
 
     def results_table(self, results: dict[str, float], split: str) -> str:

@@ -20,6 +20,7 @@ import seqio
 
 from cmrcx.benchmarks.clue import c3, chid_decoding
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
+from cmrcx.benchmarks.clue import official_format as clue_format
 from cmrcx.benchmarks.clue import submission as clue_submission
 from cmrcx.benchmarks.clue.reading_tasks import SPAN
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as READING_TASKS
@@ -67,6 +68,10 @@ class ClueClassificationRunTask(RunTask):
 
     def require_split(self, split: str) -> None:
         clue_tfds.require_split(self.row, self.run.data_dir, split)
+
+    def check_split(self, split: str) -> None:
+        self.require_split(split)
+        clue_format.read_split(self.row, self.run.data_dir, split)
 
     def evaluation(self, split: str) -> ClassificationEvaluation:
         return ClassificationEvaluation(self, split)
@@ -150,6 +155,10 @@ class ClueMrcRunTask(RunTask):
 
     def require_split(self, split: str) -> None:
         clue_mrc_tasks.require_split(self.row, self.run.data_dir, split)
+
+    def check_split(self, split: str) -> None:
+        self.require_split(split)
+        clue_mrc_tasks.read_official_split(self.row, self.run.data_dir, split)
 
     def records(self, split: str) -> tuple:
         """The split's records (questions, blanks), read once per process."""

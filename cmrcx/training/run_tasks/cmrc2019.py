@@ -10,7 +10,7 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.benchmarks.cmrc2019 import evaluation as cmrc2019_evaluation
-from cmrcx.benchmarks.cmrc2019.official_format import write_predictions
+from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
 from cmrcx.common import tf_iterators
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.datasets import records
@@ -42,6 +42,10 @@ class Cmrc2019RunTask(RunTask):
 
     def require_split(self, split: str) -> None:
         cmrc2019_tfds.require_split(self.run.data_dir, split)
+
+    def check_split(self, split: str) -> None:
+        path = cmrc2019_tfds.require_split(self.run.data_dir, split)
+        read_passages(path, require_answers=split != "test")
 
     def count_training_blanks(self) -> int:
         """Blanks of the training split (the released script's len(train_examples))."""

@@ -70,6 +70,10 @@ class LotUnderstandingRunTask(RunTask):
     def require_split(self, split: str) -> None:
         lot_tfds.require_split(self.data_task, self.run.data_dir, split)
 
+    def check_split(self, split: str) -> None:
+        self.require_split(split)
+        lot_formats.read_split(self.data_task, self.run.data_dir, split)
+
     def evaluation(self, split: str) -> LotUnderstandingEvaluation:
         return LotUnderstandingEvaluation(self, split)
 
@@ -245,6 +249,10 @@ class LotGenerationRunTask(RunTask):
 
     def require_split(self, split: str) -> None:
         lot_tfds.require_split(self.row.lot_task, self.run.data_dir, split)
+
+    def check_split(self, split: str) -> None:
+        self.require_split(split)
+        lot_formats.read_split(self.row.lot_task, self.run.data_dir, split)
 
     def evaluation(self, split: str) -> LotGenerationEvaluation:
         return LotGenerationEvaluation(self, split)

@@ -1,0 +1,47 @@
+"""A bad record in the eval split's file stops a training run before its first step (its
+file, record and field named), not at the first evaluation after hours of training."""
+
+import shutil
+
+import gin
+import pytest
+
+from cmrcx.cli import launch
+from cmrcx.common.errors import DataFormatError
+from cmrcx.common.paths import package_path
+from cmrcx.training.runner import Runner
+
+# (gin file, the sample folder it reads, the validation file broken in a copy of it)
+CASES = [
+    ("cmrc2019_tiny.gin", "data/cmrc2019_sample", "cmrc2019_dev.json"),
+    ("clue_afqmc_tiny.gin", "data/clue_sample/afqmc_public", "dev.json"),
+    ("clue_cmrc2018_tiny.gin", "data/clue_mrc_sample/cmrc2018_public", "dev.json"),
+    ("clue_chid11_tiny.gin", "data/clue_mrc_sample/chid_public", "dev_answer.json"),
+    ("clue_c311_tiny.gin", "data/clue_mrc_sample/c3_public", "m-dev.json"),
+    ("lot_clozet_tiny.gin", "data/lot_sample/clozet", "val.jsonl"),
+    ("lot_outgen_tiny.gin", "data/lot_sample/outgen", "val.jsonl"),
+]
+
+
+@pytest.mark.parametrize("gin_file, sample, broken", CASES, ids=[c[0] for c in CASES])
+def test_a_bad_validation_file_stops_the_run_before_training(gin_file, sample, broken, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(package_path(sample), data)
+    text = (data / broken).read_text(encoding="utf-8")
+    (data / broken).write_text(text[: len(text) // 2], encoding="utf-8")  # cut mid-record
+    gin.clear_config()
+    launch.parse_gin(
+        [gin_file],
+        [
+            f"MODEL_DIR = '{tmp_path / 'run'}'",
+            f"DATA_DIR = '{data}'",
+            "RunConfig.num_train_steps = 2",
+            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
+        ],
+    )
+    runner = Runner(launch.run_config_from_gin())
+    compiled = []
+    runner._compile_checked = lambda shown: compiled.append(shown)
+    with pytest.raises(DataFormatError, match=str(data / broken)):
+        runner.train()
+    assert not compiled and runner.checkpoints.latest_step() is None
