@@ -25,6 +25,7 @@ import tensorflow as tf
 from cmrcx.benchmarks.cmrc2019 import metrics as cmrc2019_metrics
 from cmrcx.benchmarks.cmrc2019 import windows as cmrc2019_windows
 from cmrcx.benchmarks.cmrc2019.official_format import PASSAGE_REWRITES
+from cmrcx.common.errors import ConfigError
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.tasks import task_name
 from cmrcx.vocab.wordpiece import UNUSED_TOKEN, WordPieceVocabulary
@@ -38,7 +39,13 @@ WINDOW_FEATURES = cmrc2019_windows.WINDOW_FEATURES
 
 
 def window_ids(vocabulary: WordPieceVocabulary, max_blanks: int) -> cmrc2019_windows.WindowIds:
-    markers = [vocabulary.token_to_id(UNUSED_TOKEN.format(k)) for k in range(1, max_blanks + 1)]
+    try:
+        markers = [vocabulary.token_to_id(UNUSED_TOKEN.format(k)) for k in range(1, max_blanks + 1)]
+    except KeyError as missing:
+        raise ConfigError(
+            f"{vocabulary.vocab_file}: CMRC 2019 marks its blanks with [unused1] to "
+            f"[unused{max_blanks}] (the authors' script), and this vocabulary has {missing}"
+        ) from None
     return cmrc2019_windows.WindowIds(
         cls_id=vocabulary.cls_id,
         sep_id=vocabulary.sep_id,

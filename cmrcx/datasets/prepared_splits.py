@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import tensorflow_datasets as tfds
 
-from cmrcx.common.errors import MissingSplitError
+from cmrcx.common.errors import DataFormatError, MissingSplitError
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "cmrcx", "tfds")
 
@@ -83,6 +83,14 @@ def prepare_once(
     except FileExistsError:
         if not make_builder(data_dir=tfds_dir).is_prepared():
             raise
+    except AssertionError as error:  # TFDS: 'Failed to finalize ... No examples were yielded.'
+        if "No examples were yielded" not in str(error):
+            raise
+        split = build_kwargs.get("split", "a")
+        raise DataFormatError(
+            f"{manual_dir}: the {split} split's official file holds no records (an empty file, "
+            "or every record skipped, as a line above says)"
+        ) from None
     finally:
         absl_logger.removeFilter(_drop_unprepared_variant_warning)
 

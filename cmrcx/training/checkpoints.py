@@ -105,6 +105,13 @@ class TrainCheckpoints:
         if which == "latest":
             return None
         if isinstance(which, int) and not isinstance(which, bool):
+            steps = sorted(self.manager.all_steps())
+            if which not in steps:
+                raise ConfigError(
+                    f"no checkpoint of step {which} in {self.directory}; its steps: "
+                    f"{', '.join(map(str, steps)) or 'none'} (keep_checkpoints keeps the newest "
+                    "few, and the selected one)"
+                )
             return which
         if which != "best":
             raise ConfigError(f"checkpoint {which!r}: use best, latest or a step number")

@@ -207,6 +207,8 @@ class RunConfig:
         if run.train_split == "test":
             raise ConfigError(f"train_split 'test' of {run.task} has no answers")
         _check_selection(run)
+        if run.pretrained is not None:
+            _check_pretrained(run.pretrained, run.model)
         if run.vocab_file is None:
             if run.pretrained is None:
                 raise ConfigError(
@@ -217,7 +219,78 @@ class RunConfig:
             run = dataclasses.replace(run, vocab_file=os.path.join(run.pretrained, name))
         if not os.path.isfile(run.vocab_file):
             raise ConfigError(f"vocabulary file not found: {run.vocab_file}")
+        _check_wordpiece_fits(run)
         return run
+
+
+def _check_wordpiece_fits(run: RunConfig) -> None:
+    """ConfigError for a WordPiece vocab.txt that does not read, or has more tokens than
+    the model has embedding rows: ids past them index nothing, and the first step's loss
+    is NaN (a 'lower the learning rate' message that hides the cause)."""
+    rows = getattr(run.model, "vocab_size", None)
+    if not run.vocab_file.endswith(".txt") or rows is None:
+        return
+    from cmrcx.vocab.wordpiece import read_vocab_file
+
+    try:
+        tokens = len(read_vocab_file(run.vocab_file))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if tokens > rows:
+        name = type(run.model).__name__
+        raise ConfigError(
+            f"{run.vocab_file} has {tokens} tokens and the model {rows} embedding rows "
+            f"({name}.vocab_size): use the checkpoint's own vocab.txt, or a model with "
+            f"vocab_size >= {tokens}"
+        )
+
+
+# What a release folder holds that a cmrcx export does not (cmrcx.convert reads them).
+_RELEASE_FILES = ("config.json", "bert_config.json", "pytorch_model.bin", "model.safetensors")
+
+
+def _check_pretrained(pretrained: str, model) -> None:
+    """ConfigError, before anything is built, for a PRETRAINED that is not a cmrcx export
+    (a missing folder; a release that `python -m cmrcx.convert` must convert first) or
+    whose network differs from the gin model in what its parameters mean."""
+    if not os.path.isdir(pretrained):
+        raise ConfigError(f"PRETRAINED {pretrained} is not a directory")
+    if os.path.isfile(os.path.join(pretrained, "model_config.json")):
+        from cmrcx.weights import exports  # jax and orbax: only for a PRETRAINED run
+
+        differences = model_differences(exports.read_model_config(pretrained), model)
+        if differences and differences[0][0] == "RunConfig.model":  # another family
+            _, saved, ours = differences[0]
+            raise ConfigError(
+                f"PRETRAINED {pretrained} is an export of {saved}, the gin model is {ours}: "
+                "use a gin file of the checkpoint's family"
+            )
+        if differences:
+            field, saved, ours = differences[0]
+            leaf = field.split(".")[-1]
+            value = f'"{saved!r}"' if isinstance(saved, str) else repr(saved)
+            raise ConfigError(
+                f"PRETRAINED {pretrained} has {leaf}={saved!r} in its model_config.json, the "
+                f"gin model has {ours!r} ({field}): include the models/*.gin file of this "
+                f"checkpoint, or bind --gin.cmrcx.{type(model).__name__}.{leaf}={value}"
+            )
+        return
+    convert = (
+        f"convert it first: python -m cmrcx.convert --from {pretrained} --to DIR, then "
+        "--gin.PRETRAINED=\"'DIR'\" (README: Pretrained checkpoints)"
+    )
+    names = set(os.listdir(pretrained))
+    if names.intersection(_RELEASE_FILES) or any(
+        n.startswith(("bert_model", "model.ckpt")) for n in names
+    ):
+        raise ConfigError(
+            f"PRETRAINED {pretrained} is a released checkpoint, not a cmrcx export: {convert}"
+        )
+    raise ConfigError(
+        f"PRETRAINED {pretrained} is not a cmrcx export (no model_config.json): give the "
+        "folder `python -m cmrcx.convert` or `python -m cmrcx.export` wrote; for a "
+        f"release, {convert}"
+    )
 
 
 def _check_selection(run: RunConfig) -> None:

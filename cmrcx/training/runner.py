@@ -191,15 +191,18 @@ class Runner:
         write_atomically(path, json.dumps(run_config.run_config_json(self.run), indent=1))
 
     def initial_state(self):
-        """Latest checkpoint if there is one, else fresh (+ pretrained encoder)."""
-        self._save_run_config()
+        """Latest checkpoint if there is one, else fresh (+ pretrained encoder). The run's
+        record (run_config.json) is written once its state exists: a start that fails
+        before (a PRETRAINED that does not fit) leaves MODEL_DIR free for the fixed run."""
         if self.checkpoints.latest_step() is not None:
+            self._save_run_config()
             step, state = self._newest_readable()
             print(f"resuming from {self.checkpoints.directory}/{step}", flush=True)
             return state
         state = self.trainer.init_state()
         if self.run.pretrained:
             state = self._with_pretrained_encoder(state)
+        self._save_run_config()
         return state
 
     def restore(self, step: int | str | None = None):
@@ -253,22 +256,14 @@ class Runner:
         )
 
     def _with_pretrained_encoder(self, state):
-        exported = exports.read_model_config(self.run.pretrained)
-        differences = run_config.model_differences(exported, self.run.model)
-        if differences:
-            field, saved, model = differences[0]
-            raise ConfigError(
-                f"PRETRAINED {self.run.pretrained} has {field.split('.')[-1]}={saved!r} in its "
-                f"model_config.json, the gin model has {model!r} ({field}): include the "
-                "models/*.gin file of this checkpoint"
-            )
+        """The export's encoder in `state` (RunConfig.checked compared its model config)."""
         name = self.model.encoder_name
         abstract_encoder = self.trainer.abstract_state.params[name]
         restored = exports.load_params(self.run.pretrained, None)
         encoder = restored[name] if name in restored else restored
         shapes = jax.tree.map(lambda a: a.shape, abstract_encoder)
         if jax.tree.map(np.shape, encoder) != shapes:
-            raise ValueError(
+            raise ConfigError(
                 f"{self.run.pretrained}: encoder parameters do not match the "
                 "model config (compare its model_config.json with the gin model)"
             )

@@ -129,6 +129,27 @@ def test_paper_config_names_what_is_missing(tmp_path):
         f"--gin.DATA_DIR='{tmp_path}'",
         check=False,
     )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"PRETRAINED {tmp_path} is not a cmrcx export (no model_config.json)" in out.stderr
+    (tmp_path / "config.json").write_text("{}")  # a HuggingFace release's folder
+    out = cmrcx(
+        "train",
+        *base,
+        f"--gin.PRETRAINED='{tmp_path}'",
+        f"--gin.DATA_DIR='{tmp_path}'",
+        check=False,
+    )
+    assert (
+        "is a released checkpoint, not a cmrcx export: convert it first: python -m " in out.stderr
+    )
+    (tmp_path / "model_config.json").write_text('{"model": {}}')
+    out = cmrcx(
+        "train",
+        *base,
+        f"--gin.PRETRAINED='{tmp_path}'",
+        f"--gin.DATA_DIR='{tmp_path}'",
+        check=False,
+    )
     assert out.returncode == 2
     assert "cmrc2019_train.json" in out.stderr and "cmrc2019_dev.json" in out.stderr
 

@@ -150,3 +150,15 @@ def test_resolve_path():
     assert os.path.isfile(paths.resolve_path("cmrcx:data/tiny_vocab.txt"))
     assert paths.resolve_path("~/x") == os.path.expanduser("~/x")
     assert paths.resolve_path(None) is None
+
+
+def test_a_vocab_txt_larger_than_the_embedding_or_unreadable_stops_at_once(tmp_path):
+    tokens = open(paths.resolve_path("cmrcx:data/tiny_vocab.txt"), encoding="utf-8").read()
+    big = tmp_path / "vocab.txt"
+    big.write_text(tokens + "".join(f"extra{i}\n" for i in range(5000)), encoding="utf-8")
+    launch.parse_gin(["cmrc2019_tiny.gin"], ["MODEL_DIR = '/tmp/m'", f"VOCAB_FILE = '{big}'"])
+    with pytest.raises(errors.ConfigError, match=rf"{big} has \d+ tokens and the model \d+ emb"):
+        launch.run_config_from_gin()
+    big.write_text(tokens + tokens.splitlines()[5] + "\n", encoding="utf-8")  # a repeat
+    with pytest.raises(errors.ConfigError, match=r"vocab.txt: line \d+: token .* repeats line 6"):
+        launch.run_config_from_gin()

@@ -187,6 +187,20 @@ def test_a_pretrained_export_of_another_activation_is_refused(tmp_path, tfds_cac
     state = runner.trainer.init_state()
     relu = dataclasses.replace(runner.run.model, hidden_act="relu")
     exports.export_params(str(tmp_path / "export"), state.params["bert"], relu)
-    run = tiny_run(tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'")
-    with pytest.raises(ConfigError, match=r"hidden_act='relu'.*'gelu'"):
-        Runner(run).train()
+    # Refused when the config is checked, before anything is built or written in MODEL_DIR,
+    # with the binding that makes the gin model the checkpoint's.
+    said = r"hidden_act='relu'.*'gelu'.*--gin.cmrcx.BertConfig.hidden_act=\"'relu'\"$"
+    with pytest.raises(ConfigError, match=said):
+        tiny_run(tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'")
+    assert not (tmp_path / "b").exists()
+    # Another family's export: named as such.
+    albert = "cmrcx.AlbertConfig()"
+    with pytest.raises(ConfigError, match=r"is an export of BertConfig, the gin model is Alb"):
+        tiny_run(tmp_path / "c", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'",
+                 f"RunConfig.model = @{albert}")  # fmt: skip
+    fixed = tiny_run(
+        tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'",
+        "cmrcx.BertConfig.hidden_act = 'relu'",
+    )  # fmt: skip
+    _, losses = Runner(fixed).train()
+    assert len(losses) == 2

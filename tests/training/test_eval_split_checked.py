@@ -45,3 +45,23 @@ def test_a_bad_validation_file_stops_the_run_before_training(gin_file, sample, b
     with pytest.raises(DataFormatError, match=str(data / broken)):
         runner.train()
     assert not compiled and runner.checkpoints.latest_step() is None
+
+
+@pytest.mark.parametrize("emptied", ["train.json", "dev.json"])
+def test_an_empty_split_file_is_named_not_a_tfds_assertion(emptied, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(package_path("data/clue_sample/afqmc_public"), data)
+    (data / emptied).write_text("")
+    gin.clear_config()
+    launch.parse_gin(
+        ["clue_afqmc_tiny.gin"],
+        [
+            f"MODEL_DIR = '{tmp_path / 'run'}'",
+            f"DATA_DIR = '{data}'",
+            "RunConfig.num_train_steps = 2",
+            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
+        ],
+    )
+    said = {"train.json": "the train split's official file holds no records", "dev.json": ""}
+    with pytest.raises(DataFormatError, match=said[emptied] or rf"{data}/dev.json: no records"):
+        Runner(launch.run_config_from_gin()).train()

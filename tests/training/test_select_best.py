@@ -70,6 +70,8 @@ def test_the_selected_step_survives_rotation_and_a_crash_before_the_deletion(tmp
     assert resumed.step_of(None, "validation") == resumed.step_of("best", "validation") == 6
     assert resumed.step_of("latest", "validation") is None  # the newest readable
     assert resumed.step_of("12", "validation") == 12
+    with pytest.raises(ConfigError, match=r"no checkpoint of step 99 in .*; its steps: 6, 12 "):
+        resumed.step_of(99, "validation")
     with pytest.raises(ConfigError, match="checkpoint 'newest': use best, latest or a step"):
         resumed.step_of("newest", "validation")
 

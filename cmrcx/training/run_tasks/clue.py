@@ -26,6 +26,7 @@ from cmrcx.benchmarks.clue.reading_tasks import SPAN
 from cmrcx.benchmarks.clue.reading_tasks import TASKS as READING_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLASSIFICATION_TASKS
 from cmrcx.benchmarks.clue.tasks import ClueTask
+from cmrcx.common.errors import DataFormatError
 from cmrcx.common.files import write_atomically
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.model_api.classification import ClassificationModel
@@ -71,7 +72,12 @@ class ClueClassificationRunTask(RunTask):
 
     def check_split(self, split: str) -> None:
         self.require_split(split)
-        clue_format.read_split(self.row, self.run.data_dir, split)
+        records = clue_format.read_split(self.row, self.run.data_dir, split)
+        if not records.examples:
+            skipped = f" ({len(records.skipped_ids)} without a majority label)"
+            raise DataFormatError(
+                f"{records.path}: no records to evaluate{skipped if records.skipped_ids else ''}"
+            )
 
     def evaluation(self, split: str) -> ClassificationEvaluation:
         return ClassificationEvaluation(self, split)
