@@ -270,23 +270,27 @@ def lot_task_of(path: str, task_flag: str | None) -> str | None:
 
 def read_lot_records(path: str, lot_task: str, vocab, max_input_length: int):
     """(the file's records, [(input text, source ids)]): each record's input in the
-    authors' format, tokenized as a text line is (cut, then EOS)."""
+    authors' format, tokenized as a text line is (cut, then EOS; PlotCom's around its
+    blank, as training cut it: `generation.cut_source`)."""
     import tensorflow as tf
 
     from cmrcx.benchmarks.lot import formats, generation
-    from cmrcx.tasks.lot.generation import WORDPIECE_SENTINEL
+    from cmrcx.benchmarks.lot.generation import cut_source as cut
+    from cmrcx.tasks.lot.generation import FIRST_SENTINEL, WORDPIECE_SENTINEL
 
     records = formats.read_file(lot_task, path)
     if _is_wordpiece(vocab):  # a decoder-only model's prompt: [CLS] SOURCE [SEP]
         texts = [generation.source_and_target(record, WORDPIECE_SENTINEL)[0] for record in records]
         texts = [text.removesuffix(WORDPIECE_SENTINEL) for text in texts]
         encoded = vocab.encode_tf(tf.constant(texts)).to_list()
-        inputs = [(text, [vocab.cls_id, *ids[: max_input_length - 2], vocab.sep_id])
+        blank = vocab.token_to_id(WORDPIECE_SENTINEL) if lot_task == "plotcom" else None
+        inputs = [(text, [vocab.cls_id, *cut(ids, max_input_length - 2, blank), vocab.sep_id])
                   for text, ids in zip(texts, encoded, strict=True)]  # fmt: skip
         return records, inputs
     texts = [generation.source_and_target(record)[0] for record in records]
     encoded = vocab.encode_tf(tf.constant(texts)).to_list()
-    inputs = [(text, [*ids[: max_input_length - 1], vocab.eos_id])
+    blank = vocab.sentinel_id(FIRST_SENTINEL) if lot_task == "plotcom" else None
+    inputs = [(text, [*cut(ids, max_input_length - 1, blank), vocab.eos_id])
               for text, ids in zip(texts, encoded, strict=True)]  # fmt: skip
     return records, inputs
 

@@ -19,8 +19,9 @@ From a record of the `lot` TFDS builder to a seq2seq example:
   2. `tokenize_and_trim`: each text tokenized as transformers' T5Tokenizer
      (`T5SentencePieceVocabulary`: the written sentinel becomes its id), cut to its
      length - 1 ids and EOS appended: what the authors' `tokenizer(..., truncation=True,
-     max_length=512)` gives (truncation keeps the first ids, so a cut input loses its
-     end, the sentinel with it, as theirs does).
+     max_length=512)` gives (truncation keeps the first ids, so a cut OutGen input loses
+     its end, the sentinel with it, as theirs does). A cut PlotCom input (our format)
+     keeps the ids around its blank instead (`window_around`).
 Features: "inputs", "targets" (int32 ids, EOS last), and carried for the prediction
 files: "example_index" (int32, the record's place in its split), "line" (int32, its
 1-based line) and "raw" (string, the official JSON object as read).
@@ -115,22 +116,38 @@ def seq2seq_texts(dataset: tf.data.Dataset, *, lot_task: str, sentinel: str) -> 
     return dataset.map(texts, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def window_around(ids: tf.Tensor, keep_id: int | None, length: int) -> tf.Tensor:
+    """`ids[:length]`; but when `keep_id` (PlotCom's blank) first occurs past that, the
+    `length` ids centred on it (within `ids`), so a long story's blank stays in the
+    input. Inputs whose blank is within the first `length` ids are cut as before."""
+    if keep_id is None:
+        return ids[:length]
+    hits = tf.cast(tf.where(tf.equal(ids, keep_id))[:, 0], tf.int32)
+    at = tf.cond(tf.size(hits) > 0, lambda: hits[0], lambda: tf.constant(0, tf.int32))
+    last_start = tf.maximum(tf.shape(ids)[0] - length, 0)
+    start = tf.where(at < length, 0, tf.minimum(at - length // 2, last_start))
+    return ids[start : start + length]
+
+
 def tokenize_and_trim(
     dataset: tf.data.Dataset,
     *,
     vocabulary: T5SentencePieceVocabulary,
     input_length: int,
     target_length: int,
+    keep_sentinel: bool = False,
 ) -> tf.data.Dataset:
     """{"source": "甲<extra_id_1>", "target": "<extra_id_1>乙", ...} ->
     {"inputs": [▁, 甲, S1, EOS], "targets": [S1, ▁, 乙, EOS], ...} (S1: the id of
-    <extra_id_1>): each text's first length - 1 ids, then EOS."""
+    <extra_id_1>): each text's first length - 1 ids, then EOS. `keep_sentinel`
+    (PlotCom): an input longer than that keeps S1 in view (`window_around`)."""
     eos = tf.constant([vocabulary.eos_id], tf.int32)
+    keep = vocabulary.sentinel_id(FIRST_SENTINEL) if keep_sentinel else None
 
     def tokenize(example):
         ids = vocabulary.encode_tf(tf.stack([example["source"], example["target"]]))
         out = {k: v for k, v in example.items() if k not in ("source", "target")}
-        out["inputs"] = tf.concat([ids[0][: input_length - 1], eos], 0)
+        out["inputs"] = tf.concat([window_around(ids[0], keep, input_length - 1), eos], 0)
         out["targets"] = tf.concat([ids[1][: target_length - 1], eos], 0)
         return out
 
@@ -144,6 +161,7 @@ def lm_tokenize_and_trim(
     sentinel: str,
     input_length: int,
     target_length: int,
+    keep_sentinel: bool = False,
 ) -> tf.data.Dataset:
     """The texts of `seq2seq_texts` (with `WORDPIECE_SENTINEL`) as a decoder-only LM
     (GPT-2, BERT's vocab.txt) reads them, cmrcx's format (the LOT authors released no
@@ -152,8 +170,10 @@ def lm_tokenize_and_trim(
     [SEP]``), the
     OutGen source without its final sentinel, PlotCom's blank kept as ``[unused1]``; the
     continuation ``TARGET [SEP]`` (the sentinel prefix dropped; [SEP] is GPT2Config's EOS).
-    Each text's first length - 2 (prompt) / length - 1 (target) ids are kept."""
+    Each text's first length - 2 (prompt) / length - 1 (target) ids are kept; with
+    `keep_sentinel` (PlotCom) a longer prompt keeps the blank in view (`window_around`)."""
     cls, sep = vocabulary.cls_id, vocabulary.sep_id
+    keep = vocabulary.token_to_id(sentinel) if keep_sentinel else None
     escaped = sentinel.replace("[", r"\[").replace("]", r"\]")
 
     def tokenize(example):
@@ -161,7 +181,7 @@ def lm_tokenize_and_trim(
         target = tf.strings.substr(example["target"], len(sentinel), -1)
         ids = vocabulary.encode_tf(tf.stack([source, target]))
         out = {k: v for k, v in example.items() if k not in ("source", "target")}
-        out["inputs"] = tf.concat([[cls], ids[0][: input_length - 2], [sep]], 0)
+        out["inputs"] = tf.concat([[cls], window_around(ids[0], keep, input_length - 2), [sep]], 0)
         out["targets"] = tf.concat([ids[1][: target_length - 1], [sep]], 0)
         return out
 
@@ -289,6 +309,7 @@ def register(
                     vocabulary=vocabulary,
                     input_length=max_length,
                     target_length=target_length,
+                    keep_sentinel=row.lot_task == "plotcom",
                 ),
             ],
             output_features=features,

@@ -73,6 +73,35 @@ def test_long_texts_lose_their_end_as_the_authors_truncation(cache, vocab):
     assert vocab.sentinel_id(1) not in first["inputs"].tolist()  # cut with the end
 
 
+def test_a_long_plotcom_story_keeps_its_blank_in_view(cache, vocab):
+    """PlotCom (cmrcx's format): a source past the input length is cut around its blank,
+    in the SeqIO task (TF) as in `generation.cut_source` (the mixture, cmrcx.generate)."""
+    (name,) = lot_tasks.register(
+        "short_plotcom", SPIECE, {"lot_plotcom": DATA["lot_plotcom"]},
+        max_length=12, target_length=8, tfds_cache_dir=cache,
+    )  # fmt: skip
+    blank = vocab.sentinel_id(1)
+    records = formats.read_split("plotcom", DATA["lot_plotcom"], "validation")
+    late = 0
+    for record, example in zip(records, examples(name, "validation"), strict=True):
+        source_ids = vocab.encode(generation.source_and_target(record)[0])
+        cut = generation.cut_source(source_ids, 11, blank)
+        assert example["inputs"].tolist() == [*cut, vocab.eos_id]
+        assert blank in cut and len(cut) == min(11, len(source_ids))
+        late += source_ids.index(blank) >= 11  # a blank the first 11 ids would lose
+    assert late > 0
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 4, 7])
+def test_the_tf_window_is_the_reference_cut(length):
+    import tensorflow as tf
+
+    for ids in ([1, 2, 3], [9, 1, 2, 3], [1, 2, 3, 4, 5, 9], [1, 2, 3, 9, 4, 5, 6, 7], [1, 9, 9]):
+        for blank in (None, 9, 8):
+            got = lot_tasks.window_around(tf.constant(ids, tf.int32), blank, length).numpy()
+            assert got.tolist() == generation.cut_source(ids, length, blank), (ids, blank)
+
+
 def test_registration_errors():
     with pytest.raises(KeyError, match="lot_plotcom, lot_outgen"):
         lot_tasks.register("tiny", SPIECE, {"lot_clozet": "x"})

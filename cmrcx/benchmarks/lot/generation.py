@@ -18,7 +18,9 @@ Input formats (LOT-SPEC section 4.2):
 - **PlotCom**: the authors released no PlotCom input. cmrcx uses the analogue of their
   OutGen format and of LongLM's infilling (its model card's example): the story with the
   blank (``<mask>`` in every record, `formats.MASK`) replaced by ``<extra_id_1>`` ->
-  ``<extra_id_1>PLOT``. This format is ours, not the authors'.
+  ``<extra_id_1>PLOT``. This format is ours, not the authors'. A source longer than the
+  input length keeps the ids around the blank (`cut_source`), where OutGen's keeps its
+  first ids as gen.py's truncation does.
 
 The sentinel is LongLM's first, ``<extra_id_1>`` (`cmrcx.tasks.lot.pretraining.FIRST_SENTINEL`
 explains the numbering). Tokenizers turn the written sentinel into its id
@@ -61,6 +63,22 @@ def plotcom_source(story: str, sentinel: str = SENTINEL) -> str:
     '从前有座山。<extra_id_1>山里有座庙。'
     """
     return story.replace(MASK, sentinel)
+
+
+def cut_source(ids: Sequence[int], length: int, blank_id: int | None = None) -> list[int]:
+    """A source's ids cut to `length`: the first ones (the authors' truncation), unless
+    `blank_id` (PlotCom's sentinel) first occurs past them; then the `length` ids centred
+    on it, within the source, so a long story's blank stays in the input.
+
+    >>> cut_source([1, 2, 3, 4, 5, 9, 6], 4), cut_source([1, 2, 3, 4, 5, 9, 6], 4, blank_id=9)
+    ([1, 2, 3, 4], [4, 5, 9, 6])
+    """
+    ids = list(ids)
+    at = ids.index(blank_id) if blank_id in ids else 0
+    if at < length:
+        return ids[:length]
+    start = min(at - length // 2, max(len(ids) - length, 0))
+    return ids[start : start + length]
 
 
 def generation_target(text: str | None, sentinel: str = SENTINEL) -> str:

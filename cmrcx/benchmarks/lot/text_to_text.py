@@ -141,7 +141,8 @@ def example(
     the record (`understanding.clozet_sentencepiece` / `senpos_sentencepiece`: story
     trimmed to fit, DataFormatError naming the line if the rest cannot fit), targets the
     gold sentinel and EOS (EOS alone without a label). PlotCom, OutGen: each text's first
-    length - 1 ids and EOS, as `cmrcx.tasks.lot.generation.tokenize_and_trim`. Example
+    length - 1 ids and EOS, as `cmrcx.tasks.lot.generation.tokenize_and_trim` (PlotCom's
+    around its blank: `generation.cut_source`). Example
     (one id a character, S_k the id of <extra_id_k>): ClozeT story "甲乙<mask>丙", plots
     "丁", "戊己", label 1 ->
         inputs  丁 S1 戊 己 S2 甲 乙 <sep> 丙 <mask> </s>
@@ -157,7 +158,8 @@ def example(
         candidates = sentinels
     elif isinstance(record, OutGenRecord | PlotComRecord):
         source, target = generation.source_and_target(record)
-        inputs = [*list(tokenize(source))[: max_length - 1], ids.eos]
+        blank = ids.sentinels[1] if isinstance(record, PlotComRecord) else None
+        inputs = [*generation.cut_source(tokenize(source), max_length - 1, blank), ids.eos]
         targets = [*list(tokenize(target))[: target_length - 1], ids.eos]
         candidates = []
     else:
