@@ -368,9 +368,30 @@ def read_dir(directory: str) -> Release:
             + ", ".join(dropped)
         )
     if not vocabulary_files(directory):
-        notes.append(f"note: {given} has no tokenizer files ({', '.join(TOKENIZER_FILES)})")
+        notes.append(
+            f"note: {given} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): runs from "
+            "this export need --gin.VOCAB_FILE=\"'.../spiece.model'\""
+        )
+    _check_spiece(directory)
     model_type, extra = raw["model_type"], {"source_model_type": raw["model_type"]}
     return Release(config, params, source, model_type, dropped, notes, extra)
+
+
+def _check_spiece(directory: str) -> None:
+    """PretrainedFormatError when the release's spiece.model is not one the T5 tasks can
+    read (no <pad>, </s> or <unk> piece): an export with it would convert, then fail in
+    every run."""
+    path = os.path.join(directory, "spiece.model")
+    if not os.path.isfile(path):
+        return
+    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+
+    try:
+        T5SentencePieceVocabulary(path)
+    except ValueError as error:
+        raise PretrainedFormatError(
+            f"{error} (cmrcx.vocab.sentencepiece reads T5's layouts)"
+        ) from None
 
 
 def vocabulary_files(directory: str) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pathlib
 
 import jax
 import numpy as np
@@ -29,6 +30,7 @@ transformers = pytest.importorskip("transformers")
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
 from cmrcx import convert  # noqa: E402
+from cmrcx.common.paths import package_path  # noqa: E402
 from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
 from cmrcx.weights import t5 as t5_weights  # noqa: E402
@@ -42,7 +44,9 @@ VARIANTS = {
     "longlm": ("t5", "relu", True, 8, 20),
     "mt5": ("mt5", "gated-gelu", False, 32, 128),
 }
-TOKENIZER_FILES = {"spiece.model": b"\x00fake sentencepiece", "tokenizer_config.json": b"{}"}
+# A real SentencePiece model (LongLM's layout: the bundled tiny one): convert reads it.
+SPIECE = pathlib.Path(package_path("data/longlm_tiny/spiece.model")).read_bytes()
+TOKENIZER_FILES = {"spiece.model": SPIECE, "tokenizer_config.json": b"{}"}
 
 
 def reference_model(variant: str, seed: int = 0):
@@ -258,6 +262,14 @@ def test_missing_unknown_and_misshapen_tensors_are_one_error(tmp_path, capsys):
     save_file(tensors, str(tmp_path / "hf" / "model.safetensors"), metadata={"format": "pt"})
     assert convert.main(["--from", str(tmp_path / "hf"), "--to", str(tmp_path / "out")]) == 2
     assert "missing (2)" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_a_spiece_model_the_t5_tasks_cannot_read_is_refused(tmp_path, capsys):
+    save_release(reference_model("longlm"), tmp_path / "hf", "longlm", True)
+    (tmp_path / "hf" / "spiece.model").write_bytes(b"\x00not a model")
+    assert convert.main(["--from", str(tmp_path / "hf"), "--to", str(tmp_path / "out")]) == 2
+    assert "spiece.model: not a SentencePiece model" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_config_variants_follow_transformers():
