@@ -11,6 +11,9 @@ Every module has the same two entry points:
   (``{"train": corpus, "validation": held_out}``). Options are keyword-only;
   ``max_length`` is the encoder's length everywhere.
 * ``task_name(task, vocabulary_name, role="")`` below: the one naming rule.
+
+The sources over official files (and the runs' function tasks) are
+`sources.FileOrderSource`s: a split in file order for any shuffle or seed.
 """
 
 

@@ -28,6 +28,7 @@ from cmrcx.benchmarks.cmrc2019.official_format import PASSAGE_REWRITES
 from cmrcx.common.errors import ConfigError
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.tasks import task_name
+from cmrcx.tasks.sources import FileOrderSource
 from cmrcx.vocab.wordpiece import UNUSED_TOKEN, WordPieceVocabulary
 
 MIXTURE_NAME = "cmrc2019"
@@ -170,11 +171,11 @@ def register(
     vocabulary = WordPieceVocabulary(vocab_file, lower_case=lower_case)
     ids = window_ids(vocabulary, max_blanks)
 
-    def official_split(split: str, shuffle_files: bool) -> tf.data.Dataset:
-        del shuffle_files  # file order is kept; training shuffles windows
+    def official_split(split: str) -> tf.data.Dataset:
         return cmrc2019_tfds.load_split(data_dir, split, tfds_cache_dir)
 
-    source = seqio.FunctionDataSource(official_split, splits=list(cmrc2019_tfds.SPLIT_FILES))
+    # File order for any shuffle / seed (training shuffles windows): `FileOrderSource`.
+    source = FileOrderSource(official_split, splits=list(cmrc2019_tfds.SPLIT_FILES))
     output_features = {"input_ids": seqio.Feature(vocabulary, add_eos=False)}
     tokenize = functools.partial(
         tokenize_passage, vocabulary=vocabulary, max_candidate_tokens=max_candidate_tokens

@@ -45,6 +45,7 @@ from cmrcx.benchmarks.clue.tasks import TASKS, ClueTask, get_task
 from cmrcx.benchmarks.windows import XLNET_TYPE_PAD
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.tasks import task_name
+from cmrcx.tasks.sources import FileOrderSource
 from cmrcx.vocab import layouts
 
 MIXTURE_NAMES = ("clue_classification", "clue")
@@ -213,8 +214,9 @@ def label_postprocessor(output, example=None, is_target=False, *, task: ClueTask
 # --- Registration -----------------------------------------------------------------------
 
 
-class ClueSource(seqio.FunctionDataSource):
-    """The `clue` TFDS records of one task's official folder, one split at a time.
+class ClueSource(FileOrderSource):
+    """The `clue` TFDS records of one task's official folder, one split at a time, in file
+    order whatever the shuffle or seed (`FileOrderSource`; the input pipeline shuffles).
 
     `num_input_examples` prepares the split it is asked about and reads its size from
     TFDS, so examples-proportional mixing rates cost nothing until they are needed.
@@ -223,8 +225,7 @@ class ClueSource(seqio.FunctionDataSource):
     def __init__(self, task: ClueTask, data_dir: str, cache_dir: str | None):
         self._task, self._data_dir, self._cache_dir = task, data_dir, cache_dir
 
-        def official_split(split: str, shuffle_files: bool) -> tf.data.Dataset:
-            del shuffle_files  # file order is kept; the input pipeline shuffles
+        def official_split(split: str) -> tf.data.Dataset:
             return clue_tfds.load_split(task, data_dir, split, cache_dir)
 
         super().__init__(official_split, splits=list(task.split_files))

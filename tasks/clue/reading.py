@@ -17,8 +17,8 @@ with the max-context rule for CMRC 2018, a 64-token window per (blank, candidate
 ChID, ``[CLS] context [SEP] question [SEP] choice [SEP]`` for C3) from the records of
 the TFDS builders (`cmrcx.datasets.cmrc2018`, `chid`, `c3`; `split_records`), CMRC
 2018's windows once per split (`span_windows`, which decoding reads too), ChID's and
-C3's examples as they are asked for (`choice_examples`), and served by a
-`seqio.FunctionDataSource`. The model family's input layout (`cmrcx.vocab.layouts`,
+C3's examples as they are asked for (`choice_examples`), and served in file order by a
+`FileOrderSource`. The model family's input layout (`cmrcx.vocab.layouts`,
 ``input_layout``) chooses the vocabulary and the frame: "bert" as above, "xlnet" XLNet's
 SentencePiece and ``a <sep> b <sep> <cls>`` padded on the left (`cmrc2018_xlnet`'s
 windows, passage first; `chid.xlnet_blank_features`, `c3.xlnet_question_features`),
@@ -59,6 +59,7 @@ from cmrcx.datasets import chid as chid_tfds
 from cmrcx.datasets import cmrc2018 as cmrc2018_tfds
 from cmrcx.datasets import records
 from cmrcx.tasks import task_name
+from cmrcx.tasks.sources import FileOrderSource
 from cmrcx.vocab import layouts
 
 MIXTURE_NAME = "clue_multiple_choice"
@@ -302,8 +303,9 @@ def choice_signature(row: MrcTask, max_length: int) -> dict[str, tf.TensorSpec]:
     return signature
 
 
-class MrcSource(seqio.FunctionDataSource):
-    """A split's examples in order (the input pipeline shuffles)."""
+class MrcSource(FileOrderSource):
+    """A split's examples in file order whatever the shuffle or seed (`FileOrderSource`;
+    the input pipeline shuffles)."""
 
     def __init__(
         self,
@@ -316,8 +318,7 @@ class MrcSource(seqio.FunctionDataSource):
         train_split,
         input_layout="bert",
     ):
-        def examples(split: str, shuffle_files: bool) -> tf.data.Dataset:
-            del shuffle_files
+        def examples(split: str) -> tf.data.Dataset:
             if row.dataset == "cmrc2018":
                 windows = span_windows(
                     row,

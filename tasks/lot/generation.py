@@ -47,6 +47,7 @@ from cmrcx.benchmarks.lot import generation
 from cmrcx.benchmarks.lot.formats import MASK
 from cmrcx.datasets import lot as lot_tfds
 from cmrcx.tasks import task_name
+from cmrcx.tasks.sources import FileOrderSource
 from cmrcx.vocab.sentencepiece import SENTINEL_TOKEN, T5SentencePieceVocabulary
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
@@ -238,16 +239,16 @@ def official_metrics(targets, predictions, *, lot_task: str) -> dict[str, float]
 
 
 def _source(row: GenerationTask, data_dir: str, cache_dir: str | None) -> seqio.DataSource:
-    """The split's `lot` records in file order, each with its "example_index"."""
+    """The split's `lot` records in file order, each with its "example_index", whatever
+    the shuffle or seed (`FileOrderSource`; the input pipeline shuffles)."""
 
-    def official_split(split: str, shuffle_files: bool) -> tf.data.Dataset:
-        del shuffle_files  # file order is kept; the input pipeline shuffles
+    def official_split(split: str) -> tf.data.Dataset:
         records = lot_tfds.load_split(row.lot_task, data_dir, split, cache_dir)
         return records.enumerate().map(
             lambda index, record: {**record, "example_index": tf.cast(index, tf.int32)}
         )
 
-    return seqio.FunctionDataSource(official_split, splits=list(SPLITS))
+    return FileOrderSource(official_split, splits=list(SPLITS))
 
 
 def register(

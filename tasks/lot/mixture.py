@@ -47,6 +47,7 @@ from cmrcx.datasets import lot as lot_tfds
 from cmrcx.tasks import task_name
 from cmrcx.tasks.lot import generation as generation_tasks
 from cmrcx.tasks.lot import understanding as understanding_tasks
+from cmrcx.tasks.sources import FileOrderSource
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
 MIXTURE_NAME = "lot"
@@ -223,8 +224,9 @@ def examples(records, vocabulary, max_length: int, target_length: int):
         yield example
 
 
-class MixtureSource(seqio.FunctionDataSource):
-    """A task's examples of a split in file order; training records leak-guarded."""
+class MixtureSource(FileOrderSource):
+    """A task's examples of a split in file order whatever the shuffle or seed
+    (`FileOrderSource`; the input pipeline shuffles); training records leak-guarded."""
 
     def __init__(self, row, data_dir, kept, vocabulary, max_length, target_length, cache_dir):
         def records(split: str):
@@ -233,8 +235,7 @@ class MixtureSource(seqio.FunctionDataSource):
             lot_tfds.require_split(ROWS[row], data_dir, split)
             return split_records(row, data_dir, split, cache_dir)
 
-        def dataset(split: str, shuffle_files: bool) -> tf.data.Dataset:
-            del shuffle_files  # file order; the input pipeline shuffles
+        def dataset(split: str) -> tf.data.Dataset:
             chosen = records(split)
             return tf.data.Dataset.from_generator(
                 lambda: examples(chosen, vocabulary, max_length, target_length),

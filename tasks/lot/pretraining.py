@@ -52,6 +52,7 @@ import tensorflow as tf
 
 from cmrcx.benchmarks.lot import pretraining
 from cmrcx.tasks import task_name
+from cmrcx.tasks.sources import FileOrderSource
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
 MIXTURE_NAME = "longlm_pretrain"
@@ -405,12 +406,13 @@ def pad_to_lengths(example: dict, lengths: dict[str, int]) -> dict:
 
 
 def register_function_task(name: str, dataset_fn, splits, like: str) -> str:
-    """A SeqIO task over `dataset_fn(split)`, with the features and metrics of task `like`."""
+    """A SeqIO task over `dataset_fn(split)`, with the features and metrics of task `like`
+    (`dataset_fn`'s order for any shuffle or seed: `FileOrderSource`)."""
     model = seqio.get_mixture_or_task(like)
     seqio.TaskRegistry.remove(name)
     seqio.TaskRegistry.add(
         name,
-        source=seqio.FunctionDataSource(lambda split, shuffle_files: dataset_fn(split), splits),
+        source=FileOrderSource(dataset_fn, splits),
         preprocessors=[],
         output_features=model.output_features,
     )

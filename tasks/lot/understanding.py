@@ -37,6 +37,7 @@ from cmrcx.benchmarks.lot.understanding_metrics import accuracy
 from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.datasets import lot as lot_tfds
 from cmrcx.tasks import task_name
+from cmrcx.tasks.sources import FileOrderSource
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
@@ -142,14 +143,14 @@ def signature(task: str, max_length: int, candidates: int) -> dict[str, tf.Tenso
     return spec
 
 
-class UnderstandingSource(seqio.FunctionDataSource):
-    """A split's examples in file order (the input pipeline shuffles)."""
+class UnderstandingSource(FileOrderSource):
+    """A split's examples in file order whatever the shuffle or seed (`FileOrderSource`;
+    the input pipeline shuffles)."""
 
     def __init__(self, task, layout, vocabulary, data_dir, max_length, candidates, cache_dir):
         data_task = TASKS[task]
 
-        def dataset(split: str, shuffle_files: bool) -> tf.data.Dataset:
-            del shuffle_files
+        def dataset(split: str) -> tf.data.Dataset:
             records = split_records(data_task, data_dir, split, cache_dir)
             return tf.data.Dataset.from_generator(
                 lambda: examples(task, layout, vocabulary, records, max_length, candidates),
