@@ -10,6 +10,11 @@ those resolve too, to the current version, CLUE 1.1, where a task has two:
 >>> resolve("chid"), resolve("clue_c3"), resolve("CMRC 2018"), resolve("tnews1.0")
 ('clue_chid11', 'clue_c311', 'clue_cmrc2018', 'clue_tnews10')
 
+A data-set name followed by a CLUE version names that version's task:
+
+>>> resolve("CLUEWSC2020 1.0"), resolve("ChID 1.1"), resolve("clue_c3_1.0")
+('clue_cluewsc10', 'clue_chid11', 'clue_c310')
+
 Matching ignores case, spaces, dots, hyphens, underscores and apostrophes (Table 2 of
 the CLUE paper writes ``TNEWS'``), and reads ``³`` as ``3``. LOT's tasks are
 ``lot_clozet``, ``lot_senpos``, ``lot_plotcom``, ``lot_outgen``, also under the paper's
@@ -49,6 +54,9 @@ def _names() -> dict[str, str]:
     for row in rows:
         names[_key(row.name)] = row.name
         names[_key(row.name.removeprefix("clue_"))] = row.name
+        if row.clue_version is not None:  # "CLUEWSC2020 1.0", "clue_c3_1.1": data set + version
+            names[_key(f"{row.dataset}{row.clue_version}")] = row.name
+            names[_key(f"clue_{row.dataset}{row.clue_version}")] = row.name
     for task in LOT_TASK_NAMES.values():
         names[_key(task)] = task
     for dataset, task in paper_names().items():  # the current version's task

@@ -4,6 +4,7 @@ an error that lists the accepted ones."""
 
 import gin
 import pytest
+from test_clue_fixtures import FIXTURES, write_lines
 
 from cmrcx import score
 from cmrcx.benchmarks import task_names
@@ -86,3 +87,45 @@ def test_score_unknown_name_lists_accepted_ones(capsys):
     with pytest.raises(SystemExit):
         score.main(["wsc2021", "gold", "pred"])
     assert "clue_cluewsc11" in capsys.readouterr().err
+
+
+# Every task CLUE has in two versions, as (data-set name, version, registered name).
+VERSIONED = [
+    (row.dataset, row.clue_version, row.name)
+    for row in [*CLUE_TASKS.values(), *CLUE_MRC_TASKS.values()]
+    if row.clue_version is not None
+]
+
+
+def test_the_versioned_tasks_are_those_of_clue_1_1():
+    assert sorted(name for _, _, name in VERSIONED) == [
+        "clue_c310", "clue_c311", "clue_chid10", "clue_chid11",
+        "clue_cluewsc10", "clue_cluewsc11", "clue_tnews10", "clue_tnews11",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("dataset, version, registered", VERSIONED)
+def test_a_data_set_name_with_a_version_resolves_to_that_version(dataset, version, registered):
+    for typed in (
+        f"{dataset.upper()} {version}",  # "CLUEWSC2020 1.0", as cmrcx.score is called
+        f"{dataset}{version}",
+        f"{dataset}_{version}",
+        f"clue_{dataset}_{version}",
+    ):
+        assert task_names.resolve(typed) == registered, typed
+
+
+@pytest.mark.parametrize("dataset, version, registered", VERSIONED)
+def test_gin_file_under_the_data_set_name_and_version(dataset, version, registered, capsys):
+    launch.parse_gin([f"{dataset}_{version}_bert.gin"], ["MODEL_DIR = '/tmp/unused'"])
+    assert f"{registered}_bert.gin" in capsys.readouterr().err
+    assert gin.query_parameter("RunConfig.task") == registered
+
+
+def test_score_takes_a_data_set_name_with_a_version(tmp_path, capsys):
+    _, records = FIXTURES["clue_cluewsc10"]["labelled"]
+    gold = write_lines(tmp_path / "dev.json", records)
+    labels = [{"id": record["idx"], "label": record["label"]} for record in records]  # WSC: idx
+    predictions = write_lines(tmp_path / "cluewsc10_predict.json", labels)
+    assert score.main(["CLUEWSC2020 1.0", str(gold), str(predictions)]) == 0
+    assert '"accuracy": 100.0' in capsys.readouterr().out
