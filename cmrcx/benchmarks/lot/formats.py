@@ -279,6 +279,17 @@ def _parse_line(path: str | os.PathLike[str], line_number: int, line: str) -> di
     return fields
 
 
+def read_objects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every line's JSON object, the lines read and parsed as `read_file` reads them (a
+    leading BOM skipped, split on "\\n", no blank line), no field checked: a prediction
+    file's lines, of which `cmrcx.score` reads only the label or target.
+
+    Raises:
+      DataFormatError: naming the file and the line of the first problem.
+    """
+    return [_parse_line(path, n, line) for n, line in enumerate(_read_lines(path), 1)]
+
+
 def parse_record(task: str, line: int, fields: dict[str, Any], where: str = "") -> Record:
     """One line's JSON object as `read_file` reads it (no gold required): for code that
     carries the ``raw`` objects along, e.g. an evaluation rebuilding its prediction lines.
@@ -319,7 +330,9 @@ def read_file(task: str, path: str | os.PathLike[str], *, labelled: bool = False
             record = _READERS[task](index + 1, fields)
             if labelled and not has_gold(record):
                 detail = "missing" if gold_field not in fields else "is empty"
-                raise FieldError(gold_field, f"{detail} (a train or val file needs it)")
+                raise FieldError(
+                    gold_field, f"{detail} (a train or val file, or a gold file to score, needs it)"
+                )
         except FieldError as e:
             raise DataFormatError(
                 f"{path}: line {index + 1}: field {e.field!r}: {e.detail}"

@@ -15,55 +15,41 @@ the gold file first, as for every benchmark.
   ``organisers-weighted-score``, their 加权总得分 with their validation weights, which
   their script prints by default too (`cmrcx.benchmarks.lot.overall`).
 
+GOLD is read as a training run reads a labelled file (`formats.read_file` with
+``labelled=True``): every field is checked and each record needs its label or target, so a
+file training would refuse (a ``"story": ""`` test file, a SenPos file given as ClozeT) is
+an error here too, not a score. PREDICTIONS' lines are read as the reader reads lines
+(`formats.read_objects`: a leading UTF-8 BOM skipped, in both files alike; no blank line)
+and only their ``label`` / target field is checked, for its type; the
+official eval.py likewise reads only that field of a prediction line.
+
 A line-count mismatch is the official script's ``RuntimeError("Wrong Predictions")``,
-here an error with both counts. A line that is not JSON, not an object, or lacks the
-field is an error naming the file, the line and the field (the official script stops at
-the first with a traceback). Nothing here imports jax or tensorflow; jieba and nltk are
-imported by the generation scorers only.
+here an error with both counts. Every problem is one `DataFormatError` naming the file,
+the line and the field (the official script stops at the first with a traceback).
+Nothing here imports jax or tensorflow; jieba and nltk are imported by the generation
+scorers only.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from typing import Any
 
+from cmrcx.benchmarks.lot import formats
 from cmrcx.common.errors import DataFormatError
 
 # The text field a PlotCom / OutGen prediction line carries (the official records' target).
 PREDICTED_TEXT = {"lot_plotcom": "plot", "lot_outgen": "story"}
 
 
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    """One JSON object per line, as the official eval.py's `load_file` (every line is
-    parsed, so a blank line is an error there and here)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.readlines()
-    except FileNotFoundError:
-        raise DataFormatError(f"{path}: file not found") from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read file: {e.strerror}") from None
-    records = []
-    for number, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            what = "a blank line" if not line.strip() else f"not JSON ({e.msg})"
-            raise DataFormatError(f"{path}: line {number}: {what}") from None
-        if not isinstance(record, dict):
-            raise DataFormatError(f"{path}: line {number}: not a JSON object")
-        records.append(record)
-    if not records:
-        raise DataFormatError(f"{path}: no lines; nothing to score")
-    return records
-
-
-def _aligned(gold_path: str, predictions_path: str) -> tuple[list[dict], list[dict]]:
-    golds, predictions = read_jsonl(gold_path), read_jsonl(predictions_path)
+def _aligned(
+    task: str, gold_path: str, predictions_path: str
+) -> tuple[list[formats.Record], list[dict[str, Any]]]:
+    """GOLD's records (``task``, e.g. "lot_clozet", read as a labelled file) and
+    PREDICTIONS' JSON objects, as many of each."""
+    golds = formats.read_file(task.removeprefix("lot_"), gold_path, labelled=True)
+    predictions = formats.read_objects(predictions_path)
     if len(golds) != len(predictions):
         raise DataFormatError(
             f"Wrong Predictions (the official eval.py's error): {predictions_path} has "
@@ -74,6 +60,7 @@ def _aligned(gold_path: str, predictions_path: str) -> tuple[list[dict], list[di
 
 
 def _field(record: dict[str, Any], field: str, path: str, line: int, types: tuple) -> Any:
+    """A prediction line's ``field``, of one of ``types``."""
     if field not in record:
         raise DataFormatError(f"{path}: line {line}: field '{field}' is missing")
     value = record[field]
@@ -85,13 +72,14 @@ def _field(record: dict[str, Any], field: str, path: str, line: int, types: tupl
     return value
 
 
-def score_understanding(gold_path: str, predictions_path: str) -> dict[str, Any]:
-    """ClozeT / SenPos accuracy of a prediction file: ``{"accuracy", "correct", "total"}``."""
+def score_understanding(task: str, gold_path: str, predictions_path: str) -> dict[str, Any]:
+    """ClozeT / SenPos (``task`` "lot_clozet" / "lot_senpos") accuracy of a prediction
+    file: ``{"accuracy", "correct", "total"}``; the gold labels as the file writes them."""
     from cmrcx.benchmarks.lot.understanding_metrics import count_type_mismatches, labels_equal
 
-    golds, predictions = _aligned(gold_path, predictions_path)
+    golds, predictions = _aligned(task, gold_path, predictions_path)
     label_types = (str, int, float)
-    targets = [_field(r, "label", gold_path, i, label_types) for i, r in enumerate(golds, 1)]
+    targets = [record.raw["label"] for record in golds]
     labels = [
         _field(r, "label", predictions_path, i, label_types) for i, r in enumerate(predictions, 1)
     ]
@@ -107,13 +95,11 @@ def score_understanding(gold_path: str, predictions_path: str) -> dict[str, Any]
     return {"accuracy": correct / len(targets), "correct": correct, "total": len(targets)}
 
 
-def _gold_record(task: str, record: dict[str, Any], path: str, line: int) -> dict[str, Any]:
-    if task == "lot_plotcom":
-        return {"plot": _field(record, "plot", path, line, (str,))}
-    outline = _field(record, "outline", path, line, (list,))
-    if not all(isinstance(phrase, str) for phrase in outline):
-        raise DataFormatError(f"{path}: line {line}: field 'outline' must be a list of strings")
-    return {"story": _field(record, "story", path, line, (str,)), "outline": outline}
+def _gold_record(record: formats.Record) -> dict[str, Any]:
+    """The metrics' gold: PlotCom ``{"plot"}``, OutGen ``{"story", "outline"}``."""
+    if isinstance(record, formats.PlotComRecord):
+        return {"plot": record.plot}
+    return {"story": record.story, "outline": list(record.outline)}
 
 
 def score_generation(task: str, gold_path: str, predictions_path: str) -> dict[str, Any]:
@@ -123,9 +109,9 @@ def score_generation(task: str, gold_path: str, predictions_path: str) -> dict[s
     from cmrcx.benchmarks.lot.generation_metrics import generation_metrics
     from cmrcx.benchmarks.lot.overall import organisers_weighted_score
 
-    golds, predictions = _aligned(gold_path, predictions_path)
+    golds, predictions = _aligned(task, gold_path, predictions_path)
     field = PREDICTED_TEXT[task]
-    gold_records = [_gold_record(task, r, gold_path, i) for i, r in enumerate(golds, 1)]
+    gold_records = [_gold_record(record) for record in golds]
     texts = [_field(r, field, predictions_path, i, (str,)) for i, r in enumerate(predictions, 1)]
     scores: dict[str, Any] = generation_metrics(task, gold_records, texts)
     if task == "lot_outgen":
@@ -142,8 +128,8 @@ def score_generation(task: str, gold_path: str, predictions_path: str) -> dict[s
 
 
 SCORERS = {  # task name -> fn(GOLD, PREDICTIONS) -> scores
-    "lot_clozet": score_understanding,
-    "lot_senpos": score_understanding,
+    "lot_clozet": lambda gold, predictions: score_understanding("lot_clozet", gold, predictions),
+    "lot_senpos": lambda gold, predictions: score_understanding("lot_senpos", gold, predictions),
     "lot_plotcom": lambda gold, predictions: score_generation("lot_plotcom", gold, predictions),
     "lot_outgen": lambda gold, predictions: score_generation("lot_outgen", gold, predictions),
 }
