@@ -23,9 +23,10 @@ line is attended, 0 included (<unk> in LongLM's spiece.model, whose ids are <unk
 says so (text lines still end in the vocabulary's EOS, as T5Tokenizer appends it).
 
 LOT files: with --task lot_outgen|lot_plotcom, or when FILE's first line is a JSON object
-(an "outline" field: OutGen; else a "story": PlotCom), FILE is an official OutGen or
-PlotCom jsonl file (thu-coai/LOT-LongLM datasets/<task>/README.md; a test file without
-targets too). Each record's input is built in the authors' format
+(an "outline" or "title" field: OutGen; a "plot", or a "story" alone: PlotCom), FILE is an
+official OutGen or PlotCom jsonl file (thu-coai/LOT-LongLM datasets/<task>/README.md; a
+test file without targets too). A ClozeT ("plot0", "plot1") or SenPos ("sentence") file
+is refused: it has no text to generate. Each record's input is built in the authors' format
 (`cmrcx.benchmarks.lot.generation`: OutGen `TITLE#p1#...#pn<extra_id_1>`, PlotCom the
 story with its blank replaced by `<extra_id_1>`), tokenized and cut as above, and the
 output is cleaned as the authors' gen.py does (`generation_text`: cut at "</s>", special
@@ -247,25 +248,34 @@ def _is_wordpiece(vocab) -> bool:
 
 def lot_task_of(path: str, task_flag: str | None) -> str | None:
     """The LOT task ("outgen", "plotcom") whose file `path` is, or None for a text file:
-    --task if given, else by the fields of the first line when it is a JSON object."""
-    if task_flag is not None:
-        return LOT_TASKS[task_flag]
+    --task if given, else by the fields of the first line when it is a JSON object
+    (`formats.task_of_fields`; a "story" alone: a PlotCom test file). A ClozeT or SenPos
+    file is refused, with --task too: its records would be read as PlotCom's."""
+    from cmrcx.benchmarks.lot import formats
+
     with open(path, "rb") as f:
         first = f.readline().decode("utf-8", errors="replace").lstrip("\ufeff").strip()
     try:
         fields = json.loads(first) if first.startswith("{") else None
     except json.JSONDecodeError:
-        return None  # a text line that happens to start with "{"
+        fields = None  # a text line that happens to start with "{"
     if not isinstance(fields, dict):
-        return None
-    if "outline" in fields:
-        return "outgen"
-    if "story" in fields:
-        return "plotcom"
-    raise DataFormatError(
-        f"{path}: line 1: a JSON object with neither 'outline' (OutGen) nor 'story' (PlotCom); "
-        "give --task lot_outgen or --task lot_plotcom"
-    )
+        return None if task_flag is None else LOT_TASKS[task_flag]
+    looks_like = formats.task_of_fields(fields)
+    if looks_like in ("clozet", "senpos"):
+        own = ", ".join(repr(name) for name in formats.OWN_FIELDS[looks_like] if name in fields)
+        raise DataFormatError(
+            f"{path}: line 1: looks like a LOT {formats.TASK_NAMES[looks_like]} file (it has "
+            f"{own}); cmrcx.generate decodes PlotCom and OutGen files only"
+        )
+    if task_flag is not None:
+        return LOT_TASKS[task_flag]
+    if looks_like is None and "story" not in fields:
+        raise DataFormatError(
+            f"{path}: line 1: a JSON object with neither 'outline' (OutGen) nor 'story' "
+            "(PlotCom); give --task lot_outgen or --task lot_plotcom"
+        )
+    return looks_like or "plotcom"
 
 
 def read_lot_records(path: str, lot_task: str, vocab, max_input_length: int):

@@ -101,3 +101,25 @@ def test_a_json_object_without_lot_fields_is_an_error(export, tmp_path, capsys):
             ["--checkpoint", export, "--input", str(path), "--output", str(tmp_path / "o")],
         )
     assert "neither 'outline' (OutGen) nor 'story' (PlotCom)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("task_flag", [(), ("--task", "lot_plotcom")])
+@pytest.mark.parametrize(
+    ("task", "fields"), [("clozet", "'plot0', 'plot1'"), ("senpos", "'sentence'")]
+)
+def test_a_clozet_or_senpos_file_is_refused(export, tmp_path, capsys, task, fields, task_flag):  # noqa: F811
+    """Their records have a story too (with one blank, a ClozeT one reads as PlotCom's);
+    the fields only they have say which task the file is."""
+    path = package_path(f"data/lot_sample/{task}/test.jsonl")
+    output = tmp_path / "out.jsonl"
+    argv = ["--checkpoint", export, "--input", path, "--output", str(output), *task_flag]
+    with pytest.raises(SystemExit) as exit_info:
+        launch.main_guard(generate.main, argv)
+    assert exit_info.value.code == 2 and not output.exists()
+    out, err = capsys.readouterr()
+    name = formats.TASK_NAMES[task]
+    assert "LOT plotcom file" not in out
+    assert err == (
+        f"error: {path}: line 1: looks like a LOT {name} file (it has {fields}); "
+        "cmrcx.generate decodes PlotCom and OutGen files only\n"
+    )

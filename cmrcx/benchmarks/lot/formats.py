@@ -58,6 +58,15 @@ MASK = "<mask>"  # the blank of every record's story, whatever the file wrote
 # and SenPos's README prose.
 MASK_SPELLINGS = ("<mask>", "[MASK]", "<MASK>")
 TARGET_FIELDS = {"plotcom": "plot", "outgen": "story"}  # the generation tasks' targets
+TASK_NAMES = {"clozet": "ClozeT", "senpos": "SenPos", "plotcom": "PlotCom", "outgen": "OutGen"}
+# The fields only one task's records have (LOT-SPEC section 1): what a line shows its task by.
+# A PlotCom test line may have none ({"story"} alone).
+OWN_FIELDS = {
+    "outgen": ("outline", "title"),
+    "clozet": ("plot0", "plot1"),
+    "senpos": ("sentence",),
+    "plotcom": ("plot",),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +253,18 @@ def task_of(record: Record) -> str:
     return _RECORD_TASKS[type(record)]
 
 
+def task_of_fields(fields: dict[str, Any]) -> str | None:
+    """The task whose records alone have one of ``fields``' keys (`OWN_FIELDS`), or None.
+
+    >>> task_of_fields({"story": "甲<mask>", "plot0": "乙", "plot1": "丙"}), task_of_fields({})
+    ('clozet', None)
+    """
+    for task, own in OWN_FIELDS.items():
+        if any(name in fields for name in own):
+            return task
+    return None
+
+
 def has_gold(record: Record) -> bool:
     """Whether the record has its label (ClozeT, SenPos) or target (PlotCom, OutGen)."""
     if isinstance(record, ClozeTRecord | SenPosRecord):
@@ -306,6 +327,15 @@ def parse_record(task: str, line: int, fields: dict[str, Any], where: str = "") 
         raise DataFormatError(f"{prefix}line {line}: field {e.field!r}: {e.detail}") from None
 
 
+def _other_task_hint(task: str, fields: dict[str, Any]) -> str:
+    """What a field error adds when the line has another task's fields, e.g. a SenPos
+    file read as ClozeT's: " (the line has SenPos's fields: the wrong task or file?)"."""
+    other = task_of_fields(fields)
+    if other in (None, task):
+        return ""
+    return f" (the line has {TASK_NAMES[other]}'s fields: the wrong task or file?)"
+
+
 def read_file(task: str, path: str | os.PathLike[str], *, labelled: bool = False) -> list[Record]:
     """Reads and validates one official LOT file (see the module docstring).
 
@@ -336,6 +366,7 @@ def read_file(task: str, path: str | os.PathLike[str], *, labelled: bool = False
         except FieldError as e:
             raise DataFormatError(
                 f"{path}: line {index + 1}: field {e.field!r}: {e.detail}"
+                + _other_task_hint(task, fields)
             ) from None
         records.append(record)
     return records

@@ -232,6 +232,32 @@ def test_bad_records_name_file_line_and_field(
 
 
 @pytest.mark.parametrize(
+    ("task", "other", "message"),
+    [
+        ("clozet", "senpos", "field 'story': has 2 masks; expected exactly one"),
+        ("senpos", "clozet", "field 'sentence': missing"),
+        ("plotcom", "outgen", "field 'story': has no mask"),
+        ("outgen", "plotcom", "field 'outline': missing"),
+    ],
+)
+def test_another_tasks_file_is_named_in_the_error(
+    tmp_path: Path, task: str, other: str, message: str
+) -> None:
+    line = {
+        "clozet": clozet_line(label="0"),
+        "senpos": senpos_line(label=1),
+        "plotcom": line_of(story="甲<MASK>", plot="乙丙丁。"),
+        "outgen": line_of(outline=["甲"], title="题", story="甲。"),
+    }[other]
+    with pytest.raises(DataFormatError) as error:
+        formats.read_file(task, write_lines(tmp_path, line))
+    text, name = str(error.value), formats.TASK_NAMES[other]
+    assert text.startswith(f"{tmp_path / 'val.jsonl'}: line 1: {message}")
+    assert text.endswith(f" (the line has {name}'s fields: the wrong task or file?)")
+    assert formats.task_of_fields(json.loads(line)) == other
+
+
+@pytest.mark.parametrize(
     ("task", "line", "field"),
     [
         ("clozet", clozet_line(), "label"),
