@@ -17,20 +17,29 @@ What the readers accept (`read_file`), and why:
   competition files in OutGen's format have none (LOT-SPEC section 5).
 - Masks: any of ``<mask>``, ``[MASK]``, ``<MASK>`` in any task's ``story``; ClozeT and
   PlotCom need exactly one, SenPos at least one. Candidates, the removed sentence and the
-  PlotCom target must hold none, and candidates and the sentence must not be empty.
+  PlotCom target must hold none, and candidates and the sentence must not be empty or
+  white space only (LOT deleted every space: LOT-SPEC section 1). The OutGen ``story`` is
+  a target written out whole: a mask there is refused too.
+- Outlines: a non-empty list of phrases, none blank, neither they nor the title holding
+  ``#``, which joins them in the authors' input (``TITLE#p1#...#pn``) and on which the
+  organisers' eval.py splits ``"#".join(outline)`` (LOT-SPEC 2.7, 2.8): it would read and
+  score such a phrase as two (none of their 661 outlines has one), and ``[]`` as the
+  phrase ``""``, order 1.0 whatever the story (not the ZeroDivisionError of LOT-SPEC 2.8).
 - Labels: ClozeT ``"0"``/``"1"`` (the official type) or the integers 0/1 (a copy whose
   tool converted the type, e.g. a re-export of the HF copy ``Jiann/LOT``); SenPos an
   integer 1..number of masks (the official type) or that number as a decimal string.
   Booleans, floats, ``"01"`` and the like are refused. ``raw`` keeps the type read, and
   `official_label` / `prediction_line` write a prediction back in it.
 - No label or target: the field is absent, or ``""`` (the organisers' OutGen test file
-  has ``"story": ""``), and the record's label / target is None. `read_split` requires
-  them in train and val (``labelled``); a test file is read with or without them.
+  has ``"story": ""``; a target of white space only alike), and the record's label /
+  target is None. `read_split` requires them in train and val (``labelled``); a test
+  file is read with or without them.
 - Lines: split on "\\n" only (a story may hold U+2028); a final newline is fine and a
   leading UTF-8 BOM is skipped. A blank line is an error, not skipped: the public OutGen
   eval.py runs ``json.loads`` on every line of ``readlines()`` (LOT-SPEC section 2.1), so
   it would crash there, and prediction files are aligned with the gold file by line. An
-  empty file is an error too (accuracy over no records is undefined).
+  empty file is an error too (accuracy over no records is undefined). A key twice in
+  one object is an error: JSON readers differ in which value they keep.
 
 Every problem raises one `DataFormatError` naming the file, the 1-based line and the
 field, e.g. ``val.jsonl: line 7: field 'label': 9 is not a mask number: the story has 6
@@ -58,9 +67,10 @@ MASK = "<mask>"  # the blank of every record's story, whatever the file wrote
 # and SenPos's README prose.
 MASK_SPELLINGS = ("<mask>", "[MASK]", "<MASK>")
 TARGET_FIELDS = {"plotcom": "plot", "outgen": "story"}  # the generation tasks' targets
+# Joins OutGen's title and phrases in the model input; the organisers' eval.py splits on it.
+OUTLINE_SEPARATOR = "#"
 TASK_NAMES = {"clozet": "ClozeT", "senpos": "SenPos", "plotcom": "PlotCom", "outgen": "OutGen"}
-# The fields only one task's records have (LOT-SPEC section 1): what a line shows its task by.
-# A PlotCom test line may have none ({"story"} alone).
+# The fields only one task's records have (LOT-SPEC section 1; a PlotCom test line: none).
 OWN_FIELDS = {
     "outgen": ("outline", "title"),
     "clozet": ("plot0", "plot1"),
@@ -126,19 +136,26 @@ def _string(name: str, value: Any) -> str:
     return value
 
 
+def _blank(text: str) -> str:
+    """What is wrong with an empty or white-space-only text ("" if nothing)."""
+    if text.strip():
+        return ""
+    return "is empty" if not text else f"is white space only ({json.dumps(text)})"
+
+
 def _sentence(fields: dict[str, Any], name: str) -> str:
-    """A candidate or removed sentence: a non-empty string without a mask."""
+    """A candidate or removed sentence: a string, not blank, without a mask."""
     text = _string(name, _field(fields, name))
-    if not text:
-        raise FieldError(name, "is empty")
+    if _blank(text):
+        raise FieldError(name, _blank(text))
     _no_mask(name, text)
     return text
 
 
-def _no_mask(name: str, text: str) -> None:
+def _no_mask(name: str, text: str, why: str = "only 'story' has masks") -> None:
     found = _MASK_PATTERN.search(text)
     if found:
-        raise FieldError(name, f"holds a mask {found.group()!r}; only 'story' has masks")
+        raise FieldError(name, f"holds a mask {found.group()!r}; {why}")
 
 
 def _masked_story(fields: dict[str, Any], exactly_one: bool) -> tuple[str, int]:
@@ -153,13 +170,13 @@ def _masked_story(fields: dict[str, Any], exactly_one: bool) -> tuple[str, int]:
     return _MASK_PATTERN.sub(MASK, story), count
 
 
-def _target(fields: dict[str, Any], name: str) -> str | None:
-    """A generation target; None when absent or "" (a test file's)."""
+def _target(fields: dict[str, Any], name: str, why: str = "only 'story' has masks") -> str | None:
+    """A generation target; None when absent, "" (a test file's) or white space only."""
     if name not in fields:
         return None
     text = _string(name, fields[name])
-    _no_mask(name, text)
-    return text or None
+    _no_mask(name, text, why)
+    return None if _blank(text) else text
 
 
 def _clozet_label(fields: dict[str, Any]) -> int | None:
@@ -199,13 +216,28 @@ def _outline(fields: dict[str, Any]) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise FieldError("outline", f"expected an array of strings, got {json_type(value)}")
     if not value:
-        raise FieldError("outline", "is empty (the Order metric divides by the phrase count)")
+        raise FieldError(
+            "outline",
+            'is empty (the organisers\' eval.py would score it as the one phrase "": order '
+            "1.0 whatever the story)",
+        )
     for k, phrase in enumerate(value):
         if not isinstance(phrase, str):
             raise FieldError(f"outline[{k}]", f"expected a string, got {json_type(phrase)}")
-        if not phrase:
-            raise FieldError(f"outline[{k}]", "is an empty phrase")
+        if _blank(phrase):
+            raise FieldError(f"outline[{k}]", f"{_blank(phrase)}: not a phrase")
+        _no_separator(f"outline[{k}]", phrase, "the model and the organisers' eval.py", "phrases")
     return tuple(value)
+
+
+def _no_separator(name: str, text: str, readers: str, parts: str) -> None:
+    """Refuses ``#`` in a phrase or the title (see OUTLINE_SEPARATOR)."""
+    if OUTLINE_SEPARATOR in text:
+        raise FieldError(
+            name,
+            "holds '#', which joins the title and phrases of the model input (TITLE#p1#...#pn):"
+            f" {readers} would read it as {text.count(OUTLINE_SEPARATOR) + 1} {parts}",
+        )
 
 
 # --- Records ------------------------------------------------------------------------------
@@ -230,8 +262,10 @@ def _plotcom(line: int, fields: dict[str, Any]) -> PlotComRecord:
 
 def _outgen(line: int, fields: dict[str, Any]) -> OutGenRecord:
     title = _string("title", fields.get("title", ""))
+    _no_separator("title", title, "the model", "fields")
     outline = _outline(fields)
-    return OutGenRecord(line, title, outline, _target(fields, "story"), fields)
+    story = _target(fields, "story", "an OutGen story is a target: the whole text, no blank")
+    return OutGenRecord(line, title, outline, story, fields)
 
 
 _READERS = {"clozet": _clozet, "senpos": _senpos, "plotcom": _plotcom, "outgen": _outgen}
@@ -284,6 +318,20 @@ def _read_lines(path: str | os.PathLike[str]) -> list[str]:
     return lines
 
 
+class _DuplicateKey(Exception):
+    """A key given twice in one JSON object: args[0]."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads' object_pairs_hook: a dict, or _DuplicateKey for a key given twice."""
+    fields = {}
+    for key, value in pairs:
+        if key in fields:
+            raise _DuplicateKey(key)
+        fields[key] = value
+    return fields
+
+
 def _parse_line(path: str | os.PathLike[str], line_number: int, line: str) -> dict[str, Any]:
     where = f"{path}: line {line_number}"
     if not line.strip():
@@ -292,9 +340,14 @@ def _parse_line(path: str | os.PathLike[str], line_number: int, line: str) -> di
             "aligned with the gold file line by line)"
         )
     try:
-        fields = json.loads(line)
+        fields = json.loads(line, object_pairs_hook=_object)
     except json.JSONDecodeError as e:
         raise DataFormatError(f"{where}: malformed JSON at column {e.colno}: {e.msg}") from None
+    except _DuplicateKey as e:
+        raise DataFormatError(
+            f"{where}: field {e.args[0]!r}: given twice in one object (JSON readers differ in "
+            "which value they keep)"
+        ) from None
     if not isinstance(fields, dict):
         raise DataFormatError(f"{where}: expected a JSON object, got {json_type(fields)}")
     return fields
@@ -302,12 +355,9 @@ def _parse_line(path: str | os.PathLike[str], line_number: int, line: str) -> di
 
 def read_objects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every line's JSON object, the lines read and parsed as `read_file` reads them (a
-    leading BOM skipped, split on "\\n", no blank line), no field checked: a prediction
-    file's lines, of which `cmrcx.score` reads only the label or target.
-
-    Raises:
-      DataFormatError: naming the file and the line of the first problem.
-    """
+    leading BOM skipped, split on "\\n", no blank line, no key twice), no field checked:
+    a prediction file's, whose label or target `cmrcx.score` reads. A problem raises
+    `DataFormatError` naming the file and the line."""
     return [_parse_line(path, n, line) for n, line in enumerate(_read_lines(path), 1)]
 
 
@@ -359,7 +409,7 @@ def read_file(task: str, path: str | os.PathLike[str], *, labelled: bool = False
         try:
             record = _READERS[task](index + 1, fields)
             if labelled and not has_gold(record):
-                detail = "missing" if gold_field not in fields else "is empty"
+                detail = "missing" if gold_field not in fields else _blank(fields[gold_field])
                 raise FieldError(
                     gold_field, f"{detail} (a train or val file, or a gold file to score, needs it)"
                 )

@@ -19,9 +19,9 @@ GOLD is read as a training run reads a labelled file (`formats.read_file` with
 ``labelled=True``): every field is checked and each record needs its label or target, so a
 file training would refuse (a ``"story": ""`` test file, a SenPos file given as ClozeT) is
 an error here too, not a score. PREDICTIONS' lines are read as the reader reads lines
-(`formats.read_objects`: a leading UTF-8 BOM skipped, in both files alike; no blank line)
-and only their ``label`` / target field is checked, for its type; the
-official eval.py likewise reads only that field of a prediction line.
+(`formats.read_objects`: a leading UTF-8 BOM skipped, in both files alike; no blank line;
+no key twice in an object) and only their ``label`` / target field is checked, for its
+type; the official eval.py likewise reads only that field of a prediction line.
 
 A line-count mismatch is the official script's ``RuntimeError("Wrong Predictions")``,
 here an error with both counts. Every problem is one `DataFormatError` naming the file,

@@ -89,6 +89,7 @@ def test_a_line_count_mismatch_is_the_official_wrong_predictions(tmp_path, run_c
         ('{"label": 1}\n{"labels": 2}\n', "pred.jsonl: line 2: field 'label' is missing"),
         ('{"label": 1}\n{"label": true}\n', "line 2: field 'label' must be str or int or float"),
         ('{"label": 1}\n[2]\n', "pred.jsonl: line 2: expected a JSON object, got array"),
+        ('{"label": 1}\n{"label": 1, "label": 2}\n', "line 2: field 'label': given twice"),
     ],
 )
 def test_bad_lines_name_the_file_line_and_field(tmp_path, capsys, pred_text, message):
