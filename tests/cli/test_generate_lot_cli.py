@@ -123,3 +123,23 @@ def test_a_clozet_or_senpos_file_is_refused(export, tmp_path, capsys, task, fiel
         f"error: {path}: line 1: looks like a LOT {name} file (it has {fields}); "
         "cmrcx.generate decodes PlotCom and OutGen files only\n"
     )
+
+
+def test_sampling_draws_per_batch_so_the_batch_size_changes_outputs(export, tmp_path):  # noqa: F811
+    """What README "LOT generation" says of cmrcx.generate: batch b samples with
+    fold_in(key(seed), b), so the same seed gives the same outputs at the same
+    --batch_size only (a training run's evaluation keys each example instead:
+    tests/model_api/test_seq2seq_generation.py)."""
+
+    def stories(name, batch_size):
+        flags = ["--decoding=sample", "--temperature=3", "--seed=1", f"--max_new_tokens={N}"]
+        generate.main(
+            ["--checkpoint", export, "--input", OUTGEN_TEST, "--output", str(tmp_path / name),
+             f"--batch_size={batch_size}", *flags]
+        )  # fmt: skip
+        return [line["story"] for line in lines(tmp_path / name)]
+
+    by_8 = stories("a.jsonl", 8)
+    assert stories("b.jsonl", 8) == by_8
+    assert stories("c.jsonl", 1) != by_8
+    gin.clear_config()
