@@ -40,6 +40,7 @@ import tensorflow_datasets as tfds
 from cmrcx.benchmarks.lot import formats
 from cmrcx.benchmarks.lot.formats import (
     SPLIT_FILES,
+    TASK_NAMES,
     TASKS,
     ClozeTRecord,
     OutGenRecord,
@@ -63,7 +64,6 @@ CITATION = """@article{guan-etal-2022-lot,
   year = "2022",
   url = "https://aclanthology.org/2022.tacl-1.25",
 }"""
-TASK_NAMES = {"clozet": "ClozeT", "senpos": "SenPos", "plotcom": "PlotCom", "outgen": "OutGen"}
 MANUAL_INSTRUCTIONS = f"""\
 Each LOT task reads one folder (DATA_DIR) holding the official files of that task, unchanged:
   {", ".join(f"{split}: {name}" for split, name in SPLIT_FILES.items())}
