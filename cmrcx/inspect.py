@@ -58,8 +58,11 @@ def run_names(run, run_task) -> list[str]:
 
 
 def resolve_name(name: str, scoring: bool, run, run_task) -> str:
-    """TASK_OR_MIXTURE -> the SeqIO name to read; ConfigError listing the run's names."""
-    if name == run.task:
+    """TASK_OR_MIXTURE (or the task's paper name, "ClozeT") -> the SeqIO name to read;
+    ConfigError listing the run's names."""
+    from cmrcx.benchmarks import task_names
+
+    if name == run.task or task_names.find(name) == run.task:
         return run_task.score_task if scoring else run_task.train_task
     known = run_names(run, run_task)
     if name not in known:

@@ -48,6 +48,9 @@ class Runner:
 
     def __init__(self, run: RunConfig, for_training: bool = True):
         self.run = run
+        if not for_training and not os.path.isdir(os.path.join(run.model_dir, "checkpoints")):
+            # eval / export of a MODEL_DIR no run trained: said before anything is made there.
+            raise ConfigError(f"no checkpoint in {run.model_dir}/checkpoints: train first")
         check_writable(run.model_dir)
         saved = run_config.read_run_config(run.model_dir)
         if saved is not None:

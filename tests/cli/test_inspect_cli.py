@@ -59,6 +59,8 @@ def test_clue_afqmc_sentence_pair_and_label(tmp_path, tfds_cache, capsys):
     inspect.main(["clue_afqmc", "--n", "2", *flags])
     lines = _lines(capsys)
     assert len(lines) == 2
+    inspect.main(["AFQMC", "--n", "2", *flags])  # the paper's name of the run's task
+    assert _lines(capsys) == lines
     for line in lines:
         assert line["input_ids_text"].startswith("[CLS] ")
         assert line["input_ids_text"].count("[SEP]") == 2  # [CLS] a [SEP] b [SEP]

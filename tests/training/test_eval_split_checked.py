@@ -1,5 +1,7 @@
-"""A bad record in the eval split's file stops a training run before its first step (its
-file, record and field named), not at the first evaluation after hours of training."""
+"""Input and MODEL_DIR problems said at start-up: a bad record in the eval split's file
+stops a training run before its first step (its file, record and field named), not at the
+first evaluation after hours of training; an empty split file is named; eval of a
+MODEL_DIR no run trained leaves nothing there."""
 
 import shutil
 
@@ -65,3 +67,13 @@ def test_an_empty_split_file_is_named_not_a_tfds_assertion(emptied, tmp_path):
     said = {"train.json": "the train split's official file holds no records", "dev.json": ""}
     with pytest.raises(DataFormatError, match=said[emptied] or rf"{data}/dev.json: no records"):
         Runner(launch.run_config_from_gin()).train()
+
+
+def test_eval_of_a_model_dir_no_run_trained_makes_nothing_there(tmp_path):
+    from cmrcx.common.errors import ConfigError
+
+    gin.clear_config()
+    launch.parse_gin(["clue_afqmc_tiny.gin"], [f"MODEL_DIR = '{tmp_path / 'none'}'"])
+    with pytest.raises(ConfigError, match=r"no checkpoint in .*/none/checkpoints: train first"):
+        Runner(launch.run_config_from_gin(), for_training=False)
+    assert not (tmp_path / "none").exists()
