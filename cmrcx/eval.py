@@ -5,7 +5,8 @@ One run: `python -m cmrcx.eval --gin_file=NAME.gin --gin.MODEL_DIR=... [--split 
 the selected one (the best validation score) of a run with RunConfig.select_best, else
 the latest; prints the task's metrics (none for `test`, which has no answers) and writes
 MODEL_DIR/predictions/<task>_<split>.json in the official format; for a CLUE
-task's `test` split also MODEL_DIR/submission/<official file name>.
+task's `test` split also MODEL_DIR/submission/<official file name>. With `--step N` (a
+number) those files go under MODEL_DIR/step_N/ instead, so the run's own are kept.
 
 A mixture: `python -m cmrcx.eval --mixture=clue --runs_root=DIR [--split validation|test]
 [--diagnostics_dir DIR]` evaluates every task that has a run under DIR/<task>/ (as
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from cmrcx.common import hugepages
 
@@ -74,7 +76,9 @@ def main(argv) -> None:
     runner = Runner(run, for_training=False)
     step, state = runner.restore(args.step)
     split = args.split or run.eval_split
-    results = runner.evaluate(state, step, split)
+    numbered = args.step is not None and str(args.step).isdigit()
+    out_dir = os.path.join(run.model_dir, f"step_{step}") if numbered else None
+    results = runner.evaluate(state, step, split, out_dir=out_dir)
     if results:
         print(runner.results_table(results, split))
     print(json.dumps({"step": step, "split": split, **results}))

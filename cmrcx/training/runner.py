@@ -433,10 +433,15 @@ class Runner:
         raise errors.TrainingDiverged(f"step {first_step}: the {what} {verb} not finite; {resume}")
 
     def evaluate(
-        self, state, step: int, split: str | None = None, record: bool = True
+        self,
+        state,
+        step: int,
+        split: str | None = None,
+        record: bool = True,
+        out_dir: str | None = None,
     ) -> dict[str, float]:
-        """Scores a split, writes predictions/<task>_<split>.json and (`record`) a
-        metrics line.
+        """Scores a split, writes predictions/<task>_<split>.json (under `out_dir`, by
+        default MODEL_DIR) and (`record`) a metrics line.
 
         Returns the task's metrics ({} for an unlabelled split such as test).
         """
@@ -456,7 +461,7 @@ class Runner:
                 evaluation.add(scores[:real], host_batch)
         slow = f"eval {split}: decoding and writing the predictions"
         with said_if_slow(slow, shown=jax.process_index() == 0):
-            results = evaluation.finish(self.run.model_dir)
+            results = evaluation.finish(out_dir or self.run.model_dir)
         if results and record:
             self.writer.write(step, split, results)
         return results

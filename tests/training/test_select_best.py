@@ -135,6 +135,15 @@ def test_a_selecting_run_keeps_its_best_and_eval_and_export_use_it(tmp_path, cap
     out = capsys.readouterr().out
     assert "selected checkpoint: step 6: the highest validation accuracy of the run (75)" in out
     assert json.loads(out.strip().splitlines()[-1])["step"] == 6
+    predictions = tmp_path / "run" / "predictions"
+    kept = {p.name: p.read_bytes() for p in predictions.iterdir()}
+    gin.clear_config()
+    eval_main.main([*argv, "--split=validation", "--step=12"])  # a step of the user's choice
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["step"] == 12
+    assert {p.name: p.read_bytes() for p in predictions.iterdir()} == kept  # the run's own
+    assert sorted(p.name for p in (tmp_path / "run" / "step_12" / "predictions").iterdir()) == [
+        *kept
+    ]
     gin.clear_config()
     export_main.main([*argv, f"--out={tmp_path / 'export'}"])
     assert "exported step 6 to" in capsys.readouterr().out
