@@ -51,11 +51,17 @@ class TaskResult:
 
 
 def _find_run(runs_root: str, tasks: tuple[str, ...]) -> tuple[str, str] | None:
-    for task in tasks:
-        run_dir = os.path.join(runs_root, task)
-        if os.path.isfile(os.path.join(run_dir, run_config.RUN_CONFIG_FILE)):
-            return task, run_dir
-    return None
+    """(task, run dir) of the first of `tasks` (a column's, in preference order: CLUE 1.1
+    before 1.0) with a run under runs_root; a line names the runs it leaves out."""
+    found = [
+        (task, os.path.join(runs_root, task))
+        for task in tasks
+        if os.path.isfile(os.path.join(runs_root, task, run_config.RUN_CONFIG_FILE))
+    ]
+    if len(found) > 1:
+        others = ", ".join(task for task, _ in found[1:])
+        print(f"note: {runs_root} also has {others}; the table takes {found[0][0]}", flush=True)
+    return found[0] if found else None
 
 
 def _evaluate_run(run: run_config.RunConfig, split: str) -> tuple[int, dict[str, float]]:

@@ -131,3 +131,18 @@ def test_gpt2_fills_both_lot_tables_with_its_published_rows(tmp_path, fixed_eval
         assert lines[start - 1].split()[-1] != "-"  # every column filled: an overall score
         overall = paper.row(table, "test", "GPT2-base").overall
         assert lines[start + 1].split()[-1] == f"{overall:.2f}"
+
+
+def test_a_column_with_runs_of_both_versions_names_the_one_left_out(tmp_path, capsys):
+    from cmrcx.training import mixture_eval
+
+    for task in ("clue_tnews10", "clue_tnews11"):
+        (tmp_path / task).mkdir()
+        (tmp_path / task / "run_config.json").write_text("{}")
+    found = mixture_eval._find_run(str(tmp_path), ("clue_tnews11", "clue_tnews10"))
+    assert found == ("clue_tnews11", str(tmp_path / "clue_tnews11"))
+    assert f"note: {tmp_path} also has clue_tnews10; the table takes clue_tnews11" in (
+        capsys.readouterr().out
+    )
+    assert mixture_eval._find_run(str(tmp_path), ("clue_tnews10",))[0] == "clue_tnews10"
+    assert capsys.readouterr().out == ""
