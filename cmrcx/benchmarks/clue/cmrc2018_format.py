@@ -130,6 +130,22 @@ class Cmrc2018Split:
         located), a subset of `misplaced_starts`."""
         return tuple(q.qid for q in self.questions if q.answers and q.answer_starts[0] < 0)
 
+    @property
+    def unfound_answers(self) -> tuple[str, ...]:
+        """Ids of `misplaced_starts` questions (answer_start >= 0) whose first answer text
+        the baseline's search to the left does not find either: it trains on the span
+        where the search stops, which is not the answer."""
+        misplaced = set(self.misplaced_starts)
+        unfound = []
+        for q in self.questions:
+            if q.qid not in misplaced or q.answer_starts[0] < 0:
+                continue
+            start, text = q.answer_starts[0], q.answers[0]
+            shifts = range(min(ANSWER_SEARCH_LIMIT, start) + 1)
+            if all(q.context[start - k : start - k + len(text)] != text for k in shifts):
+                unfound.append(q.qid)
+        return tuple(unfound)
+
     def notes(self) -> list[str]:
         """What the summary adds to the counts: each kind of record read as the official
         scripts read it, with how many there are; empty when there is none."""
@@ -147,6 +163,12 @@ class Cmrc2018Split:
                 f"(searched up to {ANSWER_SEARCH_LIMIT} characters to the left, as the "
                 "baseline does)"
             )
+            if self.unfound_answers:
+                note += (
+                    f", {len(self.unfound_answers):,} of them not found there either (trained "
+                    f"on the span where the search stops, as the baseline), e.g. "
+                    f"{self.unfound_answers[0]!r}"
+                )
             if self.negative_starts:
                 note += (
                     f", {len(self.negative_starts):,} of them at answer_start -1 (placed from "

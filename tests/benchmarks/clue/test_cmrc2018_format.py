@@ -79,6 +79,22 @@ def test_reads_questions_in_file_order_with_all_answers(tmp_path: Path) -> None:
     assert "2 questions, 1 passages, 1 first answers not at their answer_start" in split.summary()
 
 
+def test_an_answer_the_baselines_search_cannot_find_is_named(tmp_path: Path) -> None:
+    import copy
+
+    document = copy.deepcopy(DOCUMENT)
+    qas = document["data"][0]["paragraphs"][0]["qas"]
+    qas[0]["answers"] = [{"text": "上海", "answer_start": 0}]  # nowhere in the passage
+    split = fmt.read_questions(_write(tmp_path / "dev.json", document), labelled=True)
+    assert split.misplaced_starts == ("DEV_7_QUERY_0", "DEV_7_QUERY_1")
+    assert split.unfound_answers == ("DEV_7_QUERY_0",)  # QUERY_1 is found 2 to the left
+    assert (
+        "2 first answers not at their answer_start (searched up to 3 characters to the "
+        "left, as the baseline does), 1 of them not found there either (trained on the span "
+        "where the search stops, as the baseline), e.g. 'DEV_7_QUERY_0'" in split.summary()
+    )
+
+
 def test_bundled_sample_splits() -> None:
     counts = {"train": 16, "validation": 8, "test": 3}
     for split, count in counts.items():
