@@ -18,7 +18,9 @@ by the CMNLI run when --diagnostics_dir is given.
 `--mixture=lot` prints LOT's Tables 10 and 11 (ClozeT, SenPos; PlotCom, OutGen) with the
 paper's overall scores for the one model of the `lot` mixture at DIR/lot/ if there is one,
 else for the runs under DIR/lot_<task>/ (each table's published row of the runs' model
-under theirs), and writes DIR/lot_<split>_results.json.
+under theirs), and writes DIR/lot_<split>_results.json. `--mixture=cmrc2019` prints the
+CMRC 2019 paper's Table 3: a row per CMRC 2019 run under DIR (one folder per model, as
+tools/reproduce_cmrc2019.sh leaves them) beside the published row of its model.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ FLAGS = (
 
 def main_mixture(argv) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--mixture", required=True, help="clue, clue_classification or lot")
+    parser.add_argument(
+        "--mixture", required=True, help="clue, clue_classification, lot or cmrc2019"
+    )
     parser.add_argument("--runs_root", required=True, help="holds one run per task: DIR/<task>/")
     parser.add_argument("--split", default="validation", choices=["validation", "test"])
     parser.add_argument("--diagnostics_dir", default=None, help="the unpacked diagnostics folder")

@@ -10,7 +10,8 @@ RunConfig.paper_model) and writes `DIR/<mixture>_<split>_results.json`. For `tes
 gathers every task's official submission file under `DIR/submission/` and packs them into
 `DIR/<mixture>_submission.zip`, ready to upload. `--mixture=lot` prints LOT's Tables 10
 and 11 (`cmrcx.training.lot_tables`): of the one model of the `lot` mixture at DIR/lot/
-if there is one, else of the per-task runs.
+if there is one, else of the per-task runs. `--mixture=cmrc2019` prints the CMRC 2019
+paper's Table 3 for every CMRC 2019 run under DIR (`cmrcx.training.cmrc2019_table`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.common import errors
 from cmrcx.common.files import write_atomically
-from cmrcx.training import lot_tables, run_config
+from cmrcx.training import cmrc2019_table, lot_tables, run_config
 
 # mixture -> (columns averaged, extra columns, the metric of each task: Table 2's caption
 # "We report EM for CMRC 2018 and accuracy for all other tasks").
@@ -82,12 +83,16 @@ def evaluate_mixture(
     mixture: str, runs_root: str, split: str = "validation", diagnostics_dir: str | None = None
 ) -> dict:
     """Evaluates every run of the mixture under runs_root; returns the results JSON data."""
-    if mixture not in (*MIXTURES, "lot"):
+    if mixture not in (*MIXTURES, "lot", "cmrc2019"):
         raise errors.ConfigError(
-            f"--mixture {mixture!r}: use one of {', '.join((*MIXTURES, 'lot'))}"
+            f"--mixture {mixture!r}: use one of {', '.join((*MIXTURES, 'lot', 'cmrc2019'))}"
         )
     if not os.path.isdir(runs_root):
         raise errors.ConfigError(f"--runs_root {runs_root} is not a directory")
+    if mixture == "cmrc2019":  # Table 3 (cmrcx.training.cmrc2019_table)
+        return cmrc2019_table.evaluate_cmrc2019(
+            runs_root, split, _evaluate_run, run_config.read_run_config
+        )
     if mixture == "lot":  # Tables 10 and 11 (cmrcx.training.lot_tables)
         return lot_tables.evaluate_lot(
             runs_root, split, _find_run, _evaluate_run, run_config.read_run_config

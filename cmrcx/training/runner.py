@@ -479,7 +479,7 @@ _NOT_DATA_FIELDS = (
     "keep_checkpoints eval_every select_best select_mode eval_every_epochs decoding "
     "tfds_cache_dir max_decoded_examples generation_method generation_top_k "
     "generation_temperature generation_max_new_tokens generation_start_token_id "
-    "generation_seed drop_last_char_without_eos"
+    "generation_seed drop_last_char_without_eos paper_model"
 ).split()
 # The code that turns official files into examples: a change in it makes a new store.
 _PREPROCESSING_CODE = ("benchmarks", "datasets", "tasks", "vocab")

@@ -16,6 +16,7 @@ from support import REPO_ROOT
 from cmrcx.benchmarks.clue.paper import TABLE_2, TABLE_7_MODELS
 from cmrcx.benchmarks.lot import paper
 from cmrcx.cli import launch
+from cmrcx.common import errors
 from cmrcx.training import mixture_eval, run_config
 
 LOT_GINS = sorted(
@@ -146,3 +147,44 @@ def test_a_column_with_runs_of_both_versions_names_the_one_left_out(tmp_path, ca
     )
     assert mixture_eval._find_run(str(tmp_path), ("clue_tnews10",))[0] == "clue_tnews10"
     assert capsys.readouterr().out == ""
+
+
+CMRC2019_GINS = sorted(
+    p.name for p in (REPO_ROOT / "gin_configs" / "cmrc2019").glob("cmrc2019_*.gin")
+    if not p.name.endswith("_tiny.gin")
+)  # fmt: skip
+
+
+def test_cmrc2019_table_3_rows_of_the_six_paper_gins(tmp_path, monkeypatch, capsys):
+    from cmrcx.benchmarks.cmrc2019.paper import TABLE_3
+
+    metrics = {"qac/paper": 70.0, "pac/paper": 10.0, "qac/baseline": 60.0, "pac/baseline": 5.0}
+    monkeypatch.setattr(mixture_eval, "_evaluate_run", lambda run, split: (3, metrics))
+    for experiment in CMRC2019_GINS:  # each in a folder named as the reproduce script names it
+        gin.clear_config()
+        launch.parse_gin([experiment, "local_tiny.gin"], ["MODEL_DIR = 'x'", "DATA_DIR = 'x'"])
+        run = launch.gin_run_config()
+        folder = tmp_path / experiment.removeprefix("cmrc2019_").removesuffix(".gin")
+        folder.mkdir()
+        (folder / run_config.RUN_CONFIG_FILE).write_text(
+            json.dumps(run_config.run_config_json(run))
+        )
+    write_run(tmp_path, "clue_afqmc_tiny.gin")  # another benchmark's run: not a row
+    write_run(tmp_path / "other", "clue_afqmc_tiny.gin")
+    summary = mixture_eval.evaluate_mixture("cmrc2019", str(tmp_path), "validation")
+    assert [r["paper_model"] for r in summary["runs"]] == [
+        "BERT", "BERT-multilingual", "BERT-wwm", "BERT-wwm-ext", "RoBERTa-wwm-ext",
+        "RoBERTa-wwm-ext-L",
+    ]  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("cmrc2019 validation (Table 3: dev)")
+    assert lines[start + 1].split() == ["run", "paper_model", "QAC", "PAC", "paper", "QAC",
+                                        "paper", "PAC"]  # fmt: skip
+    for line, row in zip(lines[start + 2 : start + 8], summary["runs"], strict=True):
+        dev_qac, dev_pac = TABLE_3[row["paper_model"]][:2]
+        assert line.split() == [row["run"], row["paper_model"], "70.00", "10.00",
+                                f"{dev_qac:.2f}", f"{dev_pac:.2f}"]  # fmt: skip
+    saved = json.loads((tmp_path / "cmrc2019_validation_results.json").read_text())
+    assert saved["runs"][0]["metrics"] == metrics
+    with pytest.raises(errors.ConfigError, match="no CMRC 2019 run under"):
+        mixture_eval.evaluate_mixture("cmrc2019", str(tmp_path / "other"), "validation")
