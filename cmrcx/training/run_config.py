@@ -220,7 +220,21 @@ class RunConfig:
         if not os.path.isfile(run.vocab_file):
             raise ConfigError(f"vocabulary file not found: {run.vocab_file}")
         _check_wordpiece_fits(run)
+        _check_t5_spiece(run)
         return run
+
+
+def _check_t5_spiece(run: RunConfig) -> None:
+    """ConfigError for a T5-family run whose spiece.model the T5 tasks cannot read (no
+    <pad>, </s> or <unk> piece; not a model), before anything is built."""
+    if registry.family_of(run.model).name != "t5" or not run.vocab_file.endswith(".model"):
+        return
+    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+
+    try:
+        T5SentencePieceVocabulary(run.vocab_file)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _check_wordpiece_fits(run: RunConfig) -> None:

@@ -162,3 +162,11 @@ def test_a_vocab_txt_larger_than_the_embedding_or_unreadable_stops_at_once(tmp_p
     big.write_text(tokens + tokens.splitlines()[5] + "\n", encoding="utf-8")  # a repeat
     with pytest.raises(errors.ConfigError, match=r"vocab.txt: line \d+: token .* repeats line 6"):
         launch.run_config_from_gin()
+
+
+def test_a_t5_spiece_model_the_tasks_cannot_read_stops_at_once(tmp_path):
+    bad = tmp_path / "spiece.model"
+    bad.write_bytes(b"\x00not a model")
+    launch.parse_gin(["lot_outgen_tiny.gin"], ["MODEL_DIR = '/tmp/m'", f"VOCAB_FILE = '{bad}'"])
+    with pytest.raises(errors.ConfigError, match=r"spiece.model: not a SentencePiece model"):
+        launch.run_config_from_gin()
