@@ -19,6 +19,7 @@ import os
 import pathlib
 import re
 import sys
+import tokenize
 from collections.abc import Sequence
 
 import gin
@@ -226,7 +227,11 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
     try:
         gin.parse_config_files_and_bindings(files, bindings, finalize_config=False)
     except SyntaxError as error:
+        if error.filename not in (None, "<string>") and not error.filename.endswith(".gin"):
+            raise  # a Python module a gin `import` loads: its own traceback
         raise ConfigError(_gin_syntax_message(error)) from None
+    except tokenize.TokenError as error:  # an unclosed bracket: `mesh_shape=(-1,`
+        raise ConfigError(f"gin cannot parse a binding or gin file ({error.args[0]})") from None
     except ValueError as error:
         message = _gin_name_message(str(error))
         if message is None:
@@ -248,17 +253,19 @@ def _gin_syntax_message(error: SyntaxError) -> str:
     reason = re.sub(
         r"malformed node or string on line \d+: <ast\.\w+ object at 0x\w+> ", "", reason
     )
+    said = f"gin cannot parse {where} ({reason})"
+    if "parse token" not in reason and "Unable to parse value" not in reason:
+        return said
     return (
-        f"gin cannot parse {where} ({reason}): values are Python literals, so a string "
-        "needs quotes inside the shell's (--gin.MODEL_DIR=\"'runs/x'\"); numbers, True, "
-        "False and None take none"
+        f"{said}: values are Python literals, so a string needs quotes inside the shell's "
+        "(--gin.MODEL_DIR=\"'runs/x'\"); numbers, True, False and None take none"
     )
 
 
 _GIN_UNKNOWN_PARAMETER = re.compile(
     r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'"
 )
-_GIN_UNKNOWN_CONFIGURABLE = re.compile(r"No configurable matching '([\w.]+)'")
+_GIN_UNKNOWN_CONFIGURABLE = re.compile(r"No configurable matching (?:reference )?'@?([\w.]+)")
 
 
 def _gin_name_message(text: str) -> str | None:

@@ -86,10 +86,11 @@ def prepare_once(
     except AssertionError as error:  # TFDS: 'Failed to finalize ... No examples were yielded.'
         if "No examples were yielded" not in str(error):
             raise
-        split = build_kwargs.get("split", "a")
+        split = build_kwargs.get("split")
+        which = f"the {split} split's official file" if split else "a split's official file"
         raise DataFormatError(
-            f"{manual_dir}: the {split} split's official file holds no records (an empty file, "
-            "or every record skipped, as a line above says)"
+            f"{manual_dir}: {which} holds no records (an empty file, or every record "
+            "skipped, as a line above says)"
         ) from None
     finally:
         absl_logger.removeFilter(_drop_unprepared_variant_warning)

@@ -59,7 +59,7 @@ class TrainCheckpoints:
     ):
         _quiet_storage_failure_logs()
         _quiet_callbacks_into_closed_loops()
-        self.directory = os.path.join(os.path.abspath(model_dir), "checkpoints")
+        self.directory = directory_of(model_dir)
         self.selection = selection
         if selection is None:
             options = ocp.CheckpointManagerOptions(
@@ -293,6 +293,18 @@ def _quiet_callbacks_into_closed_loops() -> None:
 
 
 _OS_ERROR_CODE = re.compile(r"os_error_code='(\d+)'")
+
+
+def directory_of(model_dir: str) -> str:
+    """MODEL_DIR/checkpoints, where a run's training checkpoints are."""
+    return os.path.join(os.path.abspath(model_dir), "checkpoints")
+
+
+def has_checkpoints(model_dir: str) -> bool:
+    """Whether MODEL_DIR holds a training checkpoint (a step folder), without making any
+    folder there."""
+    directory = directory_of(model_dir)
+    return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
 def read_failure(error: BaseException, limit: int = 300) -> str:

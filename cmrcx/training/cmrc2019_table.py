@@ -53,7 +53,7 @@ def evaluate_cmrc2019(runs_root: str, split: str, evaluate_run, read_run_config)
         )
     summary = {"mixture": "cmrc2019", "split": split, "runs": rows}
     path = os.path.join(runs_root, f"cmrc2019_{split}_results.json")
-    write_atomically(path, json.dumps(summary, indent=1, ensure_ascii=False))
+    write_atomically(path, json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     print(format_table(summary))
     print(f"results: {path}")
     return summary

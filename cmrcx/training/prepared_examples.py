@@ -45,7 +45,9 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.common import tf_iterators
+from cmrcx.common.paths import subpackage_folders
 from cmrcx.common.progress import Progress
+from cmrcx.datasets import prepared_splits
 
 STORE_VERSION = 2  # bump when the file layout changes (2: narrow integer files)
 FEATURES_FILE = "features.json"
@@ -320,3 +322,40 @@ def file_digest(paths: Sequence[str], suffix: str = "") -> str:
             with open(path, "rb") as f:
                 digest.update(hashlib.file_digest(f, "sha1").digest())
     return digest.hexdigest()
+
+
+# RunConfig fields that do not change a split's examples: the prepared store's key leaves
+# them out (a new field is in the key until it is listed here, so a store is never stale).
+_NOT_DATA_FIELDS = (
+    "model_dir require_pretrained batch_size grad_accum_steps check_memory eval_batch_size "
+    "num_epochs num_train_steps learning_rate warmup_fraction weight_decay max_grad_norm "
+    "adam_epsilon optimizer seed mesh_shape partitioning logical_rules log_every save_every "
+    "keep_checkpoints eval_every select_best select_mode eval_every_epochs decoding "
+    "tfds_cache_dir max_decoded_examples generation_method generation_top_k "
+    "generation_temperature generation_max_new_tokens generation_start_token_id "
+    "generation_seed drop_last_char_without_eos paper_model"
+).split()
+# The code that turns official files into examples: a change in it makes a new store.
+_PREPROCESSING_CODE = ("benchmarks", "datasets", "tasks", "vocab")
+
+
+def prepared_store(run) -> PreparedStore:
+    """The run's prepared examples (`cmrcx.training.prepared_examples`), in its TFDS cache
+    folder, keyed by the data-shaping RunConfig fields and the contents of the official
+    files, the vocabulary and the preprocessing code."""
+    from cmrcx.training import run_config  # the RunConfig module imports no store
+
+    config = run_config.run_config_json(run)
+    for field in _NOT_DATA_FIELDS:
+        config.pop(field, None)
+    code = [folder for name in _PREPROCESSING_CODE for folder in subpackage_folders(name)]
+    files = [p for p in (run.data_dir, run.validation_data_dir, run.vocab_file) if p]
+    fingerprint = "\0".join(
+        [
+            json.dumps(config, sort_keys=True, default=str),
+            file_digest([p for p in files if os.path.exists(p)]),
+            file_digest(code, suffix=".py"),
+        ]
+    )
+    root = run.tfds_cache_dir or prepared_splits.DEFAULT_CACHE_DIR
+    return PreparedStore(root, fingerprint)

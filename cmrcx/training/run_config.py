@@ -207,8 +207,6 @@ class RunConfig:
         if run.train_split == "test":
             raise ConfigError(f"train_split 'test' of {run.task} has no answers")
         _check_selection(run)
-        if run.pretrained is not None:
-            _check_pretrained(run.pretrained, run.model)
         if run.vocab_file is None:
             if run.pretrained is None:
                 raise ConfigError(
@@ -263,16 +261,25 @@ def _check_wordpiece_fits(run: RunConfig) -> None:
 _RELEASE_FILES = ("config.json", "bert_config.json", "pytorch_model.bin", "model.safetensors")
 
 
-def _check_pretrained(pretrained: str, model) -> None:
-    """ConfigError, before anything is built, for a PRETRAINED that is not a cmrcx export
-    (a missing folder; a release that `python -m cmrcx.convert` must convert first) or
-    whose network differs from the gin model in what its parameters mean."""
+def check_pretrained(pretrained: str, model) -> None:
+    """ConfigError for a PRETRAINED that is not a cmrcx export (a missing folder; a
+    release that `python -m cmrcx.convert` must convert first; an unreadable
+    model_config.json) or whose network differs from the gin model in what its parameters
+    mean. The runner calls it before a new run builds or writes anything (only a run's
+    start reads PRETRAINED: eval, export and resumes do not)."""
     if not os.path.isdir(pretrained):
         raise ConfigError(f"PRETRAINED {pretrained} is not a directory")
     if os.path.isfile(os.path.join(pretrained, "model_config.json")):
         from cmrcx.weights import exports  # jax and orbax: only for a PRETRAINED run
 
-        differences = model_differences(exports.read_model_config(pretrained), model)
+        try:
+            exported = exports.read_model_config(pretrained)
+        except (ValueError, KeyError, TypeError) as error:  # JSONDecodeError is a ValueError
+            raise ConfigError(
+                f"PRETRAINED {pretrained}: its model_config.json does not read as a cmrcx "
+                f"export's ({type(error).__name__}: {error})"
+            ) from None
+        differences = model_differences(exported, model)
         if differences and differences[0][0] == "RunConfig.model":  # another family
             _, saved, ours = differences[0]
             raise ConfigError(

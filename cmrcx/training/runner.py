@@ -21,21 +21,19 @@ from tqdm import tqdm
 from cmrcx.common import errors
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.files import write_atomically
-from cmrcx.common.paths import subpackage_folders
 from cmrcx.common.progress import said_if_slow, ticking
-from cmrcx.datasets import prepared_splits
 from cmrcx.training import (
     checkpoints,
     input_pipeline,
     memory_check,
     partitioning,
-    prepared_examples,
     released_optimizer,
     run_config,
 )
 from cmrcx.training import selection as model_selection
 from cmrcx.training.metric_writer import MetricWriter
 from cmrcx.training.model_dir import SIGTERM, check_writable, model_dir_lock, sigterm_flag
+from cmrcx.training.prepared_examples import prepared_store
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.run_tasks import build_run_task
 from cmrcx.training.selection import Selection
@@ -48,9 +46,15 @@ class Runner:
 
     def __init__(self, run: RunConfig, for_training: bool = True):
         self.run = run
-        if not for_training and not os.path.isdir(os.path.join(run.model_dir, "checkpoints")):
-            # eval / export of a MODEL_DIR no run trained: said before anything is made there.
-            raise ConfigError(f"no checkpoint in {run.model_dir}/checkpoints: train first")
+        # Said before anything is made in MODEL_DIR: eval / export of a MODEL_DIR no run
+        # trained; a new run's PRETRAINED that is no export of its network.
+        started = checkpoints.has_checkpoints(run.model_dir)
+        if not for_training and not started:
+            raise ConfigError(
+                f"no checkpoint in {checkpoints.directory_of(run.model_dir)}: train first"
+            )
+        if for_training and not started and run.pretrained is not None:
+            run_config.check_pretrained(run.pretrained, run.model)
         check_writable(run.model_dir)
         saved = run_config.read_run_config(run.model_dir)
         if saved is not None:
@@ -468,41 +472,6 @@ class Runner:
 
     def results_table(self, results: dict[str, float], split: str) -> str:
         return self.task.results_table(results, split)
-
-
-# RunConfig fields that do not change a split's examples: the prepared store's key leaves
-# them out (a new field is in the key until it is listed here, so a store is never stale).
-_NOT_DATA_FIELDS = (
-    "model_dir require_pretrained batch_size grad_accum_steps check_memory eval_batch_size "
-    "num_epochs num_train_steps learning_rate warmup_fraction weight_decay max_grad_norm "
-    "adam_epsilon optimizer seed mesh_shape partitioning logical_rules log_every save_every "
-    "keep_checkpoints eval_every select_best select_mode eval_every_epochs decoding "
-    "tfds_cache_dir max_decoded_examples generation_method generation_top_k "
-    "generation_temperature generation_max_new_tokens generation_start_token_id "
-    "generation_seed drop_last_char_without_eos paper_model"
-).split()
-# The code that turns official files into examples: a change in it makes a new store.
-_PREPROCESSING_CODE = ("benchmarks", "datasets", "tasks", "vocab")
-
-
-def prepared_store(run: RunConfig) -> prepared_examples.PreparedStore:
-    """The run's prepared examples (`cmrcx.training.prepared_examples`), in its TFDS cache
-    folder, keyed by the data-shaping RunConfig fields and the contents of the official
-    files, the vocabulary and the preprocessing code."""
-    config = run_config.run_config_json(run)
-    for field in _NOT_DATA_FIELDS:
-        config.pop(field, None)
-    code = [folder for name in _PREPROCESSING_CODE for folder in subpackage_folders(name)]
-    files = [p for p in (run.data_dir, run.validation_data_dir, run.vocab_file) if p]
-    fingerprint = "\0".join(
-        [
-            json.dumps(config, sort_keys=True, default=str),
-            prepared_examples.file_digest([p for p in files if os.path.exists(p)]),
-            prepared_examples.file_digest(code, suffix=".py"),
-        ]
-    )
-    root = run.tfds_cache_dir or prepared_splits.DEFAULT_CACHE_DIR
-    return prepared_examples.PreparedStore(root, fingerprint)
 
 
 def _first_nonfinite(flags, metrics, step: int):

@@ -93,6 +93,13 @@ def test_an_unquoted_string_binding_says_how_to_quote_it():
         launch.parse_gin(["cmrc2019_tiny.gin"], ["MODEL_DIR = runs/x"])
 
 
+def test_a_python_module_a_gin_import_loads_keeps_its_own_syntax_error(tmp_path, monkeypatch):
+    (tmp_path / "broken_module_for_gin.py").write_text("x = (\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SyntaxError):
+        launch.parse_gin(["cmrc2019_tiny.gin"], ["import broken_module_for_gin"])
+
+
 def test_a_gin_file_syntax_error_names_the_file_and_line(tmp_path):
     bad = tmp_path / "mine.gin"
     bad.write_text("include 'cmrc2019_tiny.gin'\nRunConfig.num_train_steps = abc def\n")
@@ -106,6 +113,8 @@ def test_a_gin_file_syntax_error_names_the_file_and_line(tmp_path):
         ("RunConfig.batchsize = 8", r"named 'batchsize' .*did you mean batch_size, eval_batch"),
         ("BertConfig.num_layer = 2", r"named 'num_layer' .*did you mean num_layers\?"),
         ("RunConfigg.seed = 2", r"No configurable matching 'RunConfigg'.*did you mean RunConfig"),
+        ("RunConfig.model = @cmrcx.BertConfg()", r"reference '@cmrcx.BertConfg\(\)'.*mean Be"),
+        ("RunConfig.mesh_shape = (-1,", r"^gin cannot parse a binding or gin file \(EOF in mul"),
     ],
 )
 def test_a_misspelt_name_gets_the_closest_ones(binding, said):
@@ -170,3 +179,13 @@ def test_a_t5_spiece_model_the_tasks_cannot_read_stops_at_once(tmp_path):
     launch.parse_gin(["lot_outgen_tiny.gin"], ["MODEL_DIR = '/tmp/m'", f"VOCAB_FILE = '{bad}'"])
     with pytest.raises(errors.ConfigError, match=r"spiece.model: not a SentencePiece model"):
         launch.run_config_from_gin()
+
+
+@pytest.mark.parametrize("text", ["{}", '{"model": {"no_such_field": 1}}', '{"model": '])
+def test_a_pretrained_model_config_that_does_not_read_is_one_error(tmp_path, text):
+    from cmrcx.models.bert import BertConfig
+    from cmrcx.training.run_config import check_pretrained
+
+    (tmp_path / "model_config.json").write_text(text)
+    with pytest.raises(errors.ConfigError, match="model_config.json does not read as a cmrcx"):
+        check_pretrained(str(tmp_path), BertConfig())

@@ -8,7 +8,8 @@ import pytest
 import cmrcx.tasks.clue.reading
 import cmrcx.vocab.wordpiece
 from cmrcx.common.paths import subpackage_folders
-from cmrcx.training import runner
+from cmrcx.training import prepared_examples
+from cmrcx.training.run_config import RunConfig
 
 
 def _holds(folders, path):
@@ -29,8 +30,8 @@ def test_the_store_key_digests_the_task_code(monkeypatch, tmp_path):
         digested.extend(paths)
         return "digest"
 
-    monkeypatch.setattr(runner.prepared_examples, "file_digest", file_digest)
-    run = runner.RunConfig(model_dir=str(tmp_path), task="cmrc2019", tfds_cache_dir=str(tmp_path))
-    runner.prepared_store(run)
+    monkeypatch.setattr(prepared_examples, "file_digest", file_digest)
+    run = RunConfig(model_dir=str(tmp_path), task="cmrc2019", tfds_cache_dir=str(tmp_path))
+    prepared_examples.prepared_store(run)
     for module in (cmrcx.tasks.clue.reading, cmrcx.vocab.wordpiece):
         assert _holds([p for p in digested if os.path.isdir(p)], module.__file__)

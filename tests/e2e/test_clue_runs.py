@@ -4,6 +4,7 @@ evaluation's table, JSON and submission zip."""
 
 import importlib.util
 import json
+import shutil
 import zipfile
 
 import gin
@@ -187,20 +188,29 @@ def test_a_pretrained_export_of_another_activation_is_refused(tmp_path, tfds_cac
     state = runner.trainer.init_state()
     relu = dataclasses.replace(runner.run.model, hidden_act="relu")
     exports.export_params(str(tmp_path / "export"), state.params["bert"], relu)
-    # Refused when the config is checked, before anything is built or written in MODEL_DIR,
-    # with the binding that makes the gin model the checkpoint's.
+    # Refused when the run is built, before anything is made in MODEL_DIR, with the binding
+    # that makes the gin model the checkpoint's.
     said = r"hidden_act='relu'.*'gelu'.*--gin.cmrcx.BertConfig.hidden_act=\"'relu'\"$"
+    run = tiny_run(tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'")
     with pytest.raises(ConfigError, match=said):
-        tiny_run(tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'")
+        Runner(run)
     assert not (tmp_path / "b").exists()
     # Another family's export: named as such.
     albert = "cmrcx.AlbertConfig()"
+    run = tiny_run(tmp_path / "c", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'",
+                   f"RunConfig.model = @{albert}")  # fmt: skip
     with pytest.raises(ConfigError, match=r"is an export of BertConfig, the gin model is Alb"):
-        tiny_run(tmp_path / "c", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'",
-                 f"RunConfig.model = @{albert}")  # fmt: skip
+        Runner(run)
     fixed = tiny_run(
         tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'",
         "cmrcx.BertConfig.hidden_act = 'relu'",
     )  # fmt: skip
     _, losses = Runner(fixed).train()
     assert len(losses) == 2
+    # Only a run's start reads PRETRAINED: once trained, eval and export do not need it.
+    shutil.rmtree(tmp_path / "export")
+    moved = tiny_run(
+        tmp_path / "b", tfds_cache, f"PRETRAINED = '{tmp_path / 'export'}'",
+        "cmrcx.BertConfig.hidden_act = 'relu'",
+    )  # fmt: skip
+    assert Runner(moved, for_training=False).restore()[0] == 3

@@ -95,6 +95,8 @@ def child(gin_file: str, work: str, bindings: list[str]) -> None:
         "compile_seconds": time.perf_counter() - start,
     }
     needed = memory_check.needed_bytes(trainer, compiled)
+    if needed is None:
+        raise SystemExit("memcheck: the memory check runs on CPU hosts only (no CPU device here)")
     available = memory_check.available_host_bytes()
     report["needed_gib"] = {k: v / memory_check.GIB for k, v in needed.items()}
     report["available_gib"] = available[0] / memory_check.GIB if available else None
