@@ -151,7 +151,7 @@ class Clue(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self, data_dir: str, split: str):
         records = read_split(self.task, data_dir, split)
-        if records.skipped_ids:
+        if records.notes():
             print(records.summary(), flush=True)
         self.info.metadata[split] = {
             "examples": len(records.examples),

@@ -84,12 +84,44 @@ class ClueSplit:
         """How many ``"-"`` rows were skipped (0 for most tasks and every test split)."""
         return len(self.skipped_ids)
 
+    @property
+    def empty_text_ids(self) -> tuple[int | str, ...]:
+        """Ids of records with an empty or whitespace-only text field (kept: the baselines
+        read it as an empty sentence)."""
+        return tuple(
+            e.id
+            for e in self.examples
+            if any(isinstance(v, str) and not v.strip() for v in e.texts.values())
+        )
+
+    @property
+    def repeated_ids(self) -> tuple[int | str, ...]:
+        """Ids that an earlier record of the file already has (kept: CLUE's files are read
+        and submitted line by line)."""
+        seen, repeated = set(), []
+        for example in self.examples:
+            if example.id in seen:
+                repeated.append(example.id)
+            seen.add(example.id)
+        return tuple(repeated)
+
+    def notes(self) -> list[str]:
+        """What the summary adds to the count: rows skipped, and rows kept that are worth
+        knowing of (empty texts, repeated ids), with an example id each."""
+        notes = []
+        if self.skipped_ids:
+            notes.append(f"{len(self.skipped_ids):,} skipped (label '-': no majority label)")
+        for ids, what in (
+            (self.empty_text_ids, "with an empty text (kept, read as an empty sentence)"),
+            (self.repeated_ids, "repeating an earlier record's id (kept; lines are what count)"),
+        ):
+            if ids:
+                notes.append(f"{len(ids):,} {what}, e.g. {ids[0]!r}")
+        return notes
+
     def summary(self) -> str:
         """One line for a log, e.g. ``.../train.50k.json: 1,000 examples, 3 skipped (...)``."""
-        text = f"{self.path}: {len(self.examples):,} examples"
-        if self.skipped_ids:
-            text += f", {len(self.skipped_ids):,} skipped (label '-': no majority label)"
-        return text
+        return ", ".join([f"{self.path}: {len(self.examples):,} examples", *self.notes()])
 
 
 def parse_object_line(path: str | os.PathLike[str], line_number: int, line: str) -> dict:

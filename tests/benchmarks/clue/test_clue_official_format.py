@@ -107,6 +107,21 @@ def test_no_majority_rows_are_skipped_and_counted(tmp_path: Path, task_name: str
     assert len(read_examples(task_name, path, labelled=False).examples) == 5
 
 
+def test_empty_texts_and_repeated_ids_are_kept_and_counted(tmp_path: Path) -> None:
+    records = [_nli("neutral", 0), _nli("neutral", 1), _nli("neutral", 0)]
+    records[1]["sentence2"] = " "
+    path = write_lines(tmp_path / "dev.json", records)
+    split = read_examples("clue_ocnli", path, labelled=True)
+    assert len(split.examples) == 3
+    assert split.empty_text_ids == (1,) and split.repeated_ids == (0,)
+    assert split.summary().endswith(
+        ": 3 examples, 1 with an empty text (kept, read as an empty sentence), e.g. 1, "
+        "1 repeating an earlier record's id (kept; lines are what count), e.g. 0"
+    )
+    assert read_examples("clue_ocnli", write_lines(tmp_path / "ok.json", records[:1]),
+                         labelled=True).notes() == []  # fmt: skip
+
+
 def test_ocnli_train_file_name(tmp_path: Path) -> None:
     directory = tmp_path / "ocnli_public"
     write_lines(directory / "train.50k.json", [_nli("-", 0), _nli("neutral", 1)])
