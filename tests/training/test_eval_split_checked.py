@@ -11,6 +11,7 @@ import pytest
 from cmrcx.cli import launch
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.paths import package_path
+from cmrcx.training import checkpoints
 from cmrcx.training.runner import Runner
 
 # (gin file, the sample folder it reads, the validation file broken in a copy of it)
@@ -21,12 +22,16 @@ CASES = [
     ("clue_chid11_tiny.gin", "data/clue_mrc_sample/chid_public", "dev_answer.json"),
     ("clue_c311_tiny.gin", "data/clue_mrc_sample/c3_public", "m-dev.json"),
     ("lot_clozet_tiny.gin", "data/lot_sample/clozet", "val.jsonl"),
+    ("lot_senpos_tiny.gin", "data/lot_sample/senpos", "val.jsonl"),
+    ("lot_plotcom_tiny.gin", "data/lot_sample/plotcom", "val.jsonl"),
     ("lot_outgen_tiny.gin", "data/lot_sample/outgen", "val.jsonl"),
 ]
 
 
 @pytest.mark.parametrize("gin_file, sample, broken", CASES, ids=[c[0] for c in CASES])
-def test_a_bad_validation_file_stops_the_run_before_training(gin_file, sample, broken, tmp_path):
+def test_a_bad_validation_file_stops_the_run_before_training(
+    gin_file, sample, broken, tmp_path, monkeypatch
+):
     data = tmp_path / "data"
     shutil.copytree(package_path(sample), data)
     text = (data / broken).read_text(encoding="utf-8")
@@ -41,12 +46,11 @@ def test_a_bad_validation_file_stops_the_run_before_training(gin_file, sample, b
             f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
         ],
     )
-    runner = Runner(launch.run_config_from_gin())
     compiled = []
-    runner._compile_checked = lambda shown: compiled.append(shown)
+    monkeypatch.setattr(Runner, "_compile_checked", lambda self, shown: compiled.append(shown))
     with pytest.raises(DataFormatError, match=str(data / broken)):
-        runner.train()
-    assert not compiled and runner.checkpoints.latest_step() is None
+        Runner(launch.run_config_from_gin()).train()  # SenPos reads val.jsonl when built
+    assert not compiled and not checkpoints.has_checkpoints(str(tmp_path / "run"))
 
 
 @pytest.mark.parametrize("emptied", ["train.json", "dev.json"])
