@@ -75,8 +75,9 @@ def main(argv) -> None:
         main_mixture(argv)
         return
     args, run = launch.start(argv, __doc__, FLAGS)
-    from cmrcx.training.runner import Runner
+    from cmrcx.training.runner import Runner, require_trained
 
+    require_trained(run.model_dir)
     runner = Runner(run, for_training=False)
     step, state = runner.restore(args.step)
     split = args.split or run.eval_split

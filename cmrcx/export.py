@@ -43,8 +43,9 @@ def main(argv) -> None:
     args, run = launch.start(argv, __doc__, FLAGS)
     import jax
 
-    from cmrcx.training.runner import Runner
+    from cmrcx.training.runner import Runner, require_trained
 
+    require_trained(run.model_dir)
     runner = Runner(run, for_training=False)
     step, state = runner.restore(args.step)
     out = paths.resolve_path(args.out)

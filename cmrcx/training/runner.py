@@ -41,19 +41,21 @@ from cmrcx.training.trainer import Trainer, adamw_with_warmup
 from cmrcx.weights import exports
 
 
+def require_trained(model_dir: str) -> None:
+    """ConfigError, before a Runner makes anything in MODEL_DIR, when no run trained there
+    (eval and export of a mistyped MODEL_DIR)."""
+    if not checkpoints.has_checkpoints(model_dir):
+        raise ConfigError(f"no checkpoint in {checkpoints.directory_of(model_dir)}: train first")
+
+
 class Runner:
     """Everything one run needs, built once."""
 
     def __init__(self, run: RunConfig, for_training: bool = True):
         self.run = run
-        # Said before anything is made in MODEL_DIR: eval / export of a MODEL_DIR no run
-        # trained; a new run's PRETRAINED that is no export of its network.
-        started = checkpoints.has_checkpoints(run.model_dir)
-        if not for_training and not started:
-            raise ConfigError(
-                f"no checkpoint in {checkpoints.directory_of(run.model_dir)}: train first"
-            )
-        if for_training and not started and run.pretrained is not None:
+        # A new run's PRETRAINED that is no export of its network: said before anything is
+        # made in MODEL_DIR (only a run's start reads it).
+        if for_training and run.pretrained and not checkpoints.has_checkpoints(run.model_dir):
             run_config.check_pretrained(run.pretrained, run.model)
         check_writable(run.model_dir)
         saved = run_config.read_run_config(run.model_dir)

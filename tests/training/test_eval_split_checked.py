@@ -3,11 +3,13 @@ stops a training run before its first step (its file, record and field named), n
 first evaluation after hours of training; an empty split file is named; eval of a
 MODEL_DIR no run trained leaves nothing there."""
 
+import re
 import shutil
 
 import gin
 import pytest
 
+from cmrcx import eval as eval_main
 from cmrcx.cli import launch
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.paths import package_path
@@ -73,11 +75,10 @@ def test_an_empty_split_file_is_named_not_a_tfds_assertion(emptied, tmp_path):
         Runner(launch.run_config_from_gin()).train()
 
 
-def test_eval_of_a_model_dir_no_run_trained_makes_nothing_there(tmp_path):
-    from cmrcx.common.errors import ConfigError
-
-    gin.clear_config()
-    launch.parse_gin(["clue_afqmc_tiny.gin"], [f"MODEL_DIR = '{tmp_path / 'none'}'"])
-    with pytest.raises(ConfigError, match=r"no checkpoint in .*/none/checkpoints: train first"):
-        Runner(launch.run_config_from_gin(), for_training=False)
-    assert not (tmp_path / "none").exists()
+def test_eval_of_a_model_dir_no_run_trained_makes_nothing_there(tmp_path, capsys):
+    argv = ["--gin_file=clue_afqmc_tiny.gin", f"--gin.MODEL_DIR='{tmp_path / 'none'}'"]
+    with pytest.raises(SystemExit) as exited:
+        launch.main_guard(eval_main.main, argv)
+    assert exited.value.code == 2 and not (tmp_path / "none").exists()
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.fullmatch(r"error: no checkpoint in .*/none/checkpoints: train first", said)
