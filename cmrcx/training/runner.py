@@ -265,7 +265,8 @@ class Runner:
         )
 
     def _with_pretrained_encoder(self, state):
-        """The export's encoder in `state` (RunConfig.checked compared its model config)."""
+        """The export's encoder in `state` (`run_config.check_pretrained` compared its model
+        config when the Runner was built)."""
         name = self.model.encoder_name
         abstract_encoder = self.trainer.abstract_state.params[name]
         restored = exports.load_params(self.run.pretrained, None)
