@@ -133,16 +133,20 @@ class Cmrc2018Split:
     @property
     def unfound_answers(self) -> tuple[str, ...]:
         """Ids of `misplaced_starts` questions (answer_start >= 0) whose first answer text
-        the baseline's search to the left does not find either: it trains on the span
-        where the search stops, which is not the answer."""
+        the baseline's search to the left does not find either: the span it trains on
+        (`baseline_answer_chars`, the end its search stops at) is not the answer."""
         misplaced = set(self.misplaced_starts)
         unfound = []
         for q in self.questions:
             if q.qid not in misplaced or q.answer_starts[0] < 0:
                 continue
-            start, text = q.answer_starts[0], q.answers[0]
-            shifts = range(min(ANSWER_SEARCH_LIMIT, start) + 1)
-            if all(q.context[start - k : start - k + len(text)] != text for k in shifts):
+            text = q.answers[0]
+            try:
+                _, last = baseline_answer_chars(q.context, text, q.answer_starts[0])
+            except ValueError:  # not in the passage at all
+                unfound.append(q.qid)
+                continue
+            if q.context[last - len(text) + 1 : last + 1] != text:
                 unfound.append(q.qid)
         return tuple(unfound)
 
