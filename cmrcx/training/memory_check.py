@@ -255,11 +255,14 @@ def needed_bytes(trainer, compiled) -> dict[str, int] | None:
 def advise(trainer, run, needed, available, shown: bool) -> tuple[tuple[int, int] | None, str]:
     """When the step cannot fit: the fewest micro-batches that would (k and that step's
     bytes, or None), and the error's text naming what to change."""
-    # The batch's largest array: [examples, (choices,) tokens].
-    shape = max((v.shape for v in trainer.example_shapes().values()), key=len)
     devices = _local_cpu_devices(trainer)
     accumulation = fewest_micro_batches(trainer, run, needed, available, devices, shown)
-    return accumulation, too_big_message(needed, available, run, shape, accumulation)
+    return accumulation, too_big_message(needed, available, run, batch_shape(trainer), accumulation)
+
+
+def batch_shape(trainer) -> tuple[int, ...]:
+    """The shape of the step's largest batch array: [examples, (choices,) tokens]."""
+    return max((v.shape for v in trainer.example_shapes().values()), key=len)
 
 
 def _local_cpu_devices(trainer) -> int:

@@ -82,7 +82,7 @@ def child(gin_file: str, work: str, bindings: list[str]) -> None:
     _data_for(unchecked.task, data_dir)
     run = unchecked.checked()
     trainer = Runner(run).trainer
-    shape = max((v.shape for v in trainer.example_shapes().values()), key=len)
+    shape = memory_check.batch_shape(trainer)
     start = time.perf_counter()
     compiled = trainer.compile_train_step()
     report = {
