@@ -21,6 +21,7 @@ import os
 from cmrcx.benchmarks.cmrc2019 import paper
 from cmrcx.common import errors
 from cmrcx.common.files import write_atomically
+from cmrcx.training.run_config import RUN_CONFIG_FILE
 
 
 def evaluate_cmrc2019(runs_root: str, split: str, evaluate_run, read_run_config) -> dict:
@@ -29,7 +30,7 @@ def evaluate_cmrc2019(runs_root: str, split: str, evaluate_run, read_run_config)
     rows = []
     for name in sorted(os.listdir(runs_root)):
         run_dir = os.path.join(runs_root, name)
-        if not os.path.isfile(os.path.join(run_dir, "run_config.json")):
+        if not os.path.isfile(os.path.join(run_dir, RUN_CONFIG_FILE)):
             continue
         run = dataclasses.replace(read_run_config(run_dir), model_dir=run_dir)
         if run.task != "cmrc2019":
