@@ -82,8 +82,11 @@ def test_python_versions_and_accelerator_extras():
 
 
 def test_license_and_citation_at_the_top_level():
-    assert (REPO_ROOT / "LICENSE").read_text(encoding="utf-8").lstrip().startswith(
-        "Apache License\n                           Version 2.0"
+    assert (
+        (REPO_ROOT / "LICENSE")
+        .read_text(encoding="utf-8")
+        .lstrip()
+        .startswith("Apache License\n                           Version 2.0")
     )
     assert _pyproject()["project"]["license"] == "Apache-2.0"
     import yaml
@@ -139,8 +142,8 @@ def test_the_wheel_holds_gin_files_samples_and_tasks(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
     expected = _tracked("cmrcx")
-    expected |= {"cmrcx/gin_configs/" + name[len("gin_configs/") :] for name in _tracked("gin_configs")}
-    expected |= {"cmrcx/tasks/" + name[len("tasks/") :] for name in _tracked("tasks")}
+    for root in ("gin_configs", "tasks"):  # installed inside cmrcx (pyproject's package-dir)
+        expected |= {f"cmrcx/{name}" for name in _tracked(root)}
     missing = sorted(expected - names)
     assert not missing, f"{len(missing)} files are not in the wheel: {missing[:10]}"
     assert not any(name.startswith(("tasks/", "gin_configs/", "tests/")) for name in names)
