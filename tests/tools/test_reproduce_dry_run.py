@@ -85,3 +85,28 @@ def test_reproduce_lot_names_the_known_models_for_an_unknown_one(tmp_path):
     out = dry_run("reproduce_lot.sh", "xlnet_mid", data, "export", "runs", tmp_path=tmp_path)
     assert out.returncode == 2
     assert {"gpt2", "bert", "longlm_base"} <= set(out.stderr.split("known: ")[1].split())
+
+
+def test_reproduce_cmrc2019_lists_convert_train_and_test_of_each_checkpoint(tmp_path):
+    data = tmp_path / "cmrc2019"
+    data.mkdir()
+    (data / "cmrc2019_qualify.json").write_text("{}", encoding="utf-8")
+    for model in ("bert", "roberta_wwm_ext_large"):
+        (tmp_path / "ckpt" / model).mkdir(parents=True)
+    out = dry_run("reproduce_cmrc2019.sh", data, tmp_path / "ckpt", "runs", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    commands = [line.split()[2] for line in out.stdout.splitlines()]
+    assert commands == ["cmrcx.convert", "cmrcx.train", "cmrcx.eval"] * 2
+    assert "--gin_file=cmrc2019_roberta_wwm_ext_large.gin" in out.stdout.splitlines()[4]
+    for model in ("bert_multilingual", "bert_wwm", "bert_wwm_ext", "roberta_wwm_ext"):
+        assert f"skip {model}: no {tmp_path}/ckpt/{model}" in out.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_reproduce_cmrc2019_without_any_checkpoint_folder_names_them(tmp_path):
+    out = dry_run("reproduce_cmrc2019.sh", tmp_path, tmp_path, "runs", tmp_path=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == (
+        f"no checkpoint folder under {tmp_path}: name them bert, bert_multilingual, bert_wwm, "
+        "bert_wwm_ext, roberta_wwm_ext, roberta_wwm_ext_large"
+    )
