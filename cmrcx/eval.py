@@ -1,7 +1,10 @@
 """Evaluate a run, or every run of a mixture.
 
-One run: `python -m cmrcx.eval --gin_file=NAME.gin --gin.MODEL_DIR=... [--split test]
-[--step best|latest|N]` evaluates a training checkpoint of MODEL_DIR on a split: by default
+One run: `python -m cmrcx.eval --model_dir=MODEL_DIR [--split test] [--step best|latest|N]`
+takes the configuration the run saved (MODEL_DIR/run_config.json; no gin file, PRETRAINED
+or DATA_DIR needed); gin files and `--gin.KEY=VALUE` override it (`--gin.DATA_DIR="'DIR'"`
+for a test split kept elsewhere), and the older `--gin_file=NAME.gin --gin.MODEL_DIR=...`
+form works too. It evaluates a training checkpoint of MODEL_DIR on a split: by default
 the selected one (the best validation score) of a run with RunConfig.select_best, else
 the latest; prints the task's metrics (none for `test`, which has no answers) and writes
 MODEL_DIR/predictions/<task>_<split>.json in the official format; for a CLUE
@@ -34,7 +37,7 @@ from cmrcx.common import hugepages
 if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
     hugepages.restart_with_hugepages(keep_freed=True)  # reuse each batch's memory
 
-from cmrcx.cli import launch  # noqa: E402
+from cmrcx.cli import launch, saved_run  # noqa: E402
 from cmrcx.common import paths  # noqa: E402
 
 FLAGS = (
@@ -74,7 +77,7 @@ def main(argv) -> None:
     if any(arg.startswith("--mixture") for arg in argv):
         main_mixture(argv)
         return
-    args, run = launch.start(argv, __doc__, FLAGS)
+    args, run = saved_run.start(argv, __doc__, FLAGS)
     from cmrcx.training.runner import Runner, require_trained
 
     require_trained(run.model_dir)

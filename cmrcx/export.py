@@ -1,4 +1,7 @@
-"""`python -m cmrcx.export --gin_file=NAME.gin --gin.MODEL_DIR=... --out DIR [--format F]`
+"""`python -m cmrcx.export --model_dir=MODEL_DIR --out DIR [--format F]`
+
+The run's saved configuration (MODEL_DIR/run_config.json) says what to export; gin files
+and `--gin.KEY=VALUE` override it, and `--gin_file=NAME.gin --gin.MODEL_DIR=...` works too.
 
 --format orbax (default): an inference checkpoint, DIR/params (orbax, parameters
 only, no optimizer state), DIR/model_config.json and the vocabulary under the name of
@@ -20,7 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from cmrcx.cli import launch
+from cmrcx.cli import launch, saved_run
 from cmrcx.common import paths
 from cmrcx.models import registry
 from cmrcx.weights import exports
@@ -40,7 +43,7 @@ FLAGS = (
 
 
 def main(argv) -> None:
-    args, run = launch.start(argv, __doc__, FLAGS)
+    args, run = saved_run.start(argv, __doc__, FLAGS)
     import jax
 
     from cmrcx.training.runner import Runner, require_trained

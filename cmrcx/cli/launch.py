@@ -162,7 +162,10 @@ def _is_moved_include(path: str) -> bool:
 
 
 def parse_flags(
-    argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict]] = ()
+    argv: Sequence[str],
+    description: str,
+    extra: Sequence[tuple[str, dict]] = (),
+    need_gin_file: bool = True,
 ) -> argparse.Namespace:
     """--gin_file (repeatable), --gin.KEY=VALUE (repeatable), plus `extra` flags."""
     parser = argparse.ArgumentParser(description=description)
@@ -189,7 +192,7 @@ def parse_flags(
             rest.append(arg)
     args = parser.parse_args(rest)
     args.gin_bindings = list(args.gin_bindings) + gin_bindings
-    if not args.gin_file:
+    if need_gin_file and not args.gin_file:
         parser.error("give at least one --gin_file (e.g. --gin_file=cmrc2019_tiny.gin)")
     return args
 

@@ -169,7 +169,7 @@ class RunConfig:
                 "--gin.PRETRAINED=\"'DIR'\" with a cmrcx export (python -m cmrcx.export) "
                 f"holding params/, model_config.json and {family.vocab_file}. Converting "
                 "HuggingFace or Google TF checkpoints into that form is `python -m "
-                "cmrcx.convert` (issue 3)."
+                "cmrcx.convert`."
             )
         if run.task not in RUN_TASKS:
             registered = task_names.find(run.task)  # a paper's name, e.g. "cluewsc2020"

@@ -118,6 +118,7 @@ def test_paper_config_names_what_is_missing(tmp_path):
     base = ["--gin_file=cmrc2019_bert.gin", f"--gin.MODEL_DIR='{tmp_path}/x'"]
     out = cmrcx("train", *base, check=False)
     assert out.returncode == 2 and "PRETRAINED is not set" in out.stderr
+    assert out.stderr.strip().endswith("is `python -m cmrcx.convert`.")  # no internal reference
     assert "Traceback" not in out.stderr
     out = cmrcx("train", *base, f"--gin.PRETRAINED='{tmp_path}'", check=False)
     assert out.returncode == 2 and "DATA_DIR is not set" in out.stderr
