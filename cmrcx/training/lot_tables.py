@@ -20,8 +20,8 @@ with the paper's overall score of each table (`cmrcx.benchmarks.lot.overall`: we
 from the human and BERT-base / GPT2-base rows of the split) when all of its columns are
 present; under each table's row, in its columns, the published row (same split) of each
 model its runs name (RunConfig.paper_model: "GPT2-base", "LongLM-small"); and, for
-OutGen, the competition organisers' weighted score (their eval.py's 加权总得分; fractions,
-LongLM-small baseline). Table 11's D-n are word-level
+OutGen, the competition organisers' weighted score (their eval.py's 加权总得分, a fraction
+there, printed x 100 as every figure is; LongLM-small baseline). Table 11's D-n are word-level
 (`word-distinct-n`), as the paper's are; the public eval.py's character-level
 `distinct-n` is in the results JSON. `DIR/lot_<split>_results.json` gets every metric.
 """
@@ -194,8 +194,8 @@ def format_tables(summary: dict) -> str:
             lines.append("Overall: needs every column of the table (the paper's weights)")
     if summary.get("organisers_outgen") is not None:
         lines.append(
-            "OutGen, the competition organisers' weighted score (their eval.py, fractions): "
-            f"{summary['organisers_outgen']:.4f}"
+            "OutGen, the competition organisers' weighted score (their eval.py's, x 100): "
+            f"{100 * summary['organisers_outgen']:.2f}"
         )
     for line in _filled_by(summary.get("runs") or {}):
         lines.append(line)

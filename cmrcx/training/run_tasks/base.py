@@ -112,6 +112,26 @@ def announce(path: str, what: str, detail: str = "") -> None:
         print(f"{what}: {path}" + (f" ({detail})" if detail else ""), flush=True)
 
 
-def metric_lines(task: str, results: dict[str, float], split: str) -> str:
-    """One line per metric: ``clue_afqmc validation accuracy: 56.25``."""
-    return "\n".join(f"{task} {split} {k}: {v:.2f}" for k, v in results.items())
+# How figures are printed for reading (the lines train and eval print after an evaluation,
+# cmrcx.eval's tables): percentages with two decimals, as the three papers' tables and the
+# CLUE and CMRC official evaluators print them ("56.25" is 56.25 %). JSON (metrics.jsonl,
+# the results files, the last line of train/eval, cmrcx.score) keeps each official
+# scorer's own scale: percentages for CMRC 2019 and CLUE, fractions for LOT (its eval.py).
+PRINTED_FIGURES = (
+    "scores are percentages with two decimals (56.25 = 56.25 %), as the papers' tables print "
+    "them; JSON output keeps each official scorer's scale (CMRC 2019, CLUE: percentages; "
+    "LOT: fractions, 0.5625)"
+)
+COUNT_KEYS = frozenset({"TOTAL", "SKIP", "total", "skip", "correct", "skipped"})  # not scores
+
+
+def metric_lines(task: str, results: dict[str, float], split: str, fractions: bool = False) -> str:
+    """One line per metric: ``clue_afqmc validation accuracy: 56.25`` (PRINTED_FIGURES).
+    fractions: the results are fractions (LOT's), printed x 100. Counts print as integers."""
+
+    def figure(key: str, value: float) -> str:
+        if key in COUNT_KEYS:
+            return f"{value:.0f}"
+        return f"{100 * value if fractions else value:.2f}"
+
+    return "\n".join(f"{task} {split} {k}: {figure(k, v)}" for k, v in results.items())

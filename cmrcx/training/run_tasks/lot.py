@@ -23,7 +23,7 @@ from cmrcx.models import registry
 from cmrcx.tasks.lot import generation as generation_tasks
 from cmrcx.tasks.lot import pretraining as longlm_tasks
 from cmrcx.tasks.lot import understanding as lot_understanding
-from cmrcx.training.run_tasks.base import RunTask, announce, register
+from cmrcx.training.run_tasks.base import RunTask, announce, metric_lines, register
 from cmrcx.training.run_tasks.longlm import note_special_id_differences, until_eos
 
 
@@ -81,12 +81,10 @@ class LotUnderstandingRunTask(RunTask):
         return {"accuracy": "max"}
 
     def results_table(self, results: dict[str, float], split: str) -> str:
-        """`lot_clozet validation accuracy: 0.7381 (73.81 %)`: the official fraction and
-        the paper's percentage (Table 10)."""
-        return "\n".join(
-            f"{self.name} {split} {key}: {value:.4f} ({100 * value:.2f} %)"
-            for key, value in results.items()
-        )
+        """`lot_clozet validation accuracy: 73.81`: the fraction (LOT's scale, kept in
+        metrics.jsonl) printed as a percentage, as Table 10 and every read-out
+        (`base.PRINTED_FIGURES`)."""
+        return metric_lines(self.name, results, split, fractions=True)
 
 
 def _check_special_ids_fit(run, layout: str) -> None:
@@ -260,6 +258,11 @@ class LotGenerationRunTask(RunTask):
     def prediction_path(self, model_dir: str, split: str) -> str:
         """MODEL_DIR/predictions/<task>_<split>.jsonl, e.g. lot_outgen_validation.jsonl."""
         return os.path.join(model_dir, "predictions", f"{self.name}_{split}.jsonl")
+
+    def results_table(self, results: dict[str, float], split: str) -> str:
+        """`lot_outgen validation bleu-1: 25.12`: the organisers' eval.py fractions (kept in
+        metrics.jsonl) printed as percentages, as Table 11 (`base.PRINTED_FIGURES`)."""
+        return metric_lines(self.name, results, split, fractions=True)
 
 
 def generation_model(run, decoding, **options) -> Seq2SeqModel:
