@@ -1,9 +1,12 @@
 """Print what the model gets: the first preprocessed examples of a run's SeqIO task.
 
 `python -m cmrcx.inspect TASK_OR_MIXTURE --gin_file=NAME.gin [--gin.KEY=VALUE ...]
-[--split S] [--n N] [--scoring] [--no_trim]` registers the run's SeqIO tasks (as
-`cmrcx.train` does) and prints the first N examples of one as JSON lines, nothing
-else on stdout (data preparation messages go to stderr).
+[--split S] [--n N] [--scoring] [--no_trim] [--json]` registers the run's SeqIO tasks (as
+`cmrcx.train` does) and prints the first N examples of one, nothing else on stdout (data
+preparation messages go to stderr): by default a readable view, a block per example with
+the token features as text (`input_ids (12 tokens): [CLS] 他 [unused1] ...`), the other
+features by name and long lists cut short; with --json the raw features, one JSON object
+per example and line, the ids whole.
 
 TASK_OR_MIXTURE is the run's task (`RunConfig.task`: `cmrc2019`, `clue_afqmc`),
 whose training examples are shown, or with --scoring its scoring examples (for CMRC
@@ -38,6 +41,7 @@ FLAGS = (
     ("--n", {"type": int, "default": 5, "help": "number of examples to print"}),
     ("--scoring", {"action": "store_true", "help": "the run task's scoring examples"}),
     ("--no_trim", {"action": "store_true", "help": "keep the padding of masked features"}),
+    ("--json", {"action": "store_true", "help": "raw features, one JSON line per example"}),
 )
 
 
@@ -191,6 +195,49 @@ def text_vocabularies(task) -> dict[str, object]:
     }
 
 
+# --- The readable view ----------------------------------------------------------------
+
+SHOWN_VALUES = 8  # a list longer than this is cut: `[1, 1, 1, ... 64 values]`
+
+
+def readable_example(line: Mapping, index: int, where: str) -> str:
+    """One example's block, from its `example_json` data: a header, then a line per
+    feature; a token feature as its text (one line per choice), `<name>_text` not repeated.
+
+    {"input_ids": [2, 7, 3], "input_ids_text": "[CLS] 他 [SEP]", "label": 1} ->
+    example 1 (clue_afqmc_tiny, validation)
+      input_ids (3 tokens): [CLS] 他 [SEP]
+      label: 1
+    """
+    lines = [f"example {index} ({where})"]
+    for name, value in line.items():
+        if name.endswith("_text") and name[: -len("_text")] in line:
+            continue  # shown with its feature
+        text = line.get(f"{name}_text")
+        if isinstance(text, str):
+            lines.append(f"  {name} ({_count(value)} tokens): {text}")
+        elif isinstance(text, list):
+            lines.append(f"  {name} ({len(text)} choices):")
+            lines += [f"    {k}: {choice}" for k, choice in enumerate(text)]
+        else:
+            lines.append(f"  {name}: {_short(value)}")
+    return "\n".join(lines)
+
+
+def _count(value) -> int:
+    return len(value) if isinstance(value, list) else 1
+
+
+def _short(value) -> str:
+    """A value as a person reads it: strings bare, lists cut after SHOWN_VALUES values."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and len(value) > SHOWN_VALUES:
+        head = ", ".join(json.dumps(v, ensure_ascii=False) for v in value[:SHOWN_VALUES])
+        return f"[{head}, ... {len(value)} values]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 # --- Entry point ---------------------------------------------------------------------
 
 
@@ -237,9 +284,12 @@ def main(argv) -> None:
         split = args.split or run.eval_split
         run_task.require_split(split)
         examples, vocabularies = read_examples(name, split, args.n)
-    for example in examples:
+    for index, example in enumerate(examples, 1):
         line = example_json(example, vocabularies, trim=not args.no_trim)
-        print(json.dumps(line, ensure_ascii=False), flush=True)
+        if args.json:
+            print(json.dumps(line, ensure_ascii=False), flush=True)
+        else:
+            print(readable_example(line, index, f"{name}, {split}"), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ def tfds_cache(tmp_path_factory):
 
 
 def _flags(gin_file: str, tmp_path, tfds_cache) -> list[str]:
+    """The run's flags, with --json: the raw features these tests check."""
     return [
+        "--json",
         f"--gin_file={gin_file}",
         f"--gin.MODEL_DIR='{tmp_path}/run'",
         f"--gin.RunConfig.tfds_cache_dir='{tfds_cache}'",
@@ -133,3 +135,37 @@ def test_span_windows_show_question_and_passage(tmp_path, tfds_cache, capsys):
     assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2 and tokens[-1] == "[SEP]"
     start, end = line["start_position"], line["end_position"]
     assert 0 < start <= end < len(tokens)  # a training window holding its answer
+
+
+def test_the_default_view_is_readable(tmp_path, tfds_cache, capsys):
+    flags = [f for f in _flags("clue_afqmc_tiny.gin", tmp_path, tfds_cache) if f != "--json"]
+    inspect.main(["clue_afqmc", "--n", "2", *flags])
+    out = capsys.readouterr().out
+    blocks = out.split("example ")[1:]
+    assert len(blocks) == 2 and blocks[0].startswith("1 (clue_afqmc_tiny, validation)\n")
+    lines = blocks[0].splitlines()
+    (tokens,) = [x for x in lines if x.startswith("  input_ids (")]
+    count, text = tokens.split(" tokens): ")
+    assert text.startswith("[CLS] ") and len(text.split(" ")) == int(count.split("(")[1])
+    assert not any("_text" in x for x in lines) and "  label: " in blocks[0]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out.splitlines()[0])  # not the JSON lines of --json
+
+
+def test_readable_example_cuts_long_lists_and_shows_choices():
+    line = {
+        "input_ids": [[2, 5, 3], [2, 6, 3]],
+        "input_ids_text": ["[CLS] a [SEP]", "[CLS] b [SEP]"],
+        "input_mask": list(range(1, 12)),
+        "context_id": "DEV_1",
+        "layout": "⟨context⟩ x ⟨0*⟩",
+    }
+    assert inspect.readable_example(line, 3, "clue_c311_tiny, validation").splitlines() == [
+        "example 3 (clue_c311_tiny, validation)",
+        "  input_ids (2 choices):",
+        "    0: [CLS] a [SEP]",
+        "    1: [CLS] b [SEP]",
+        "  input_mask: [1, 2, 3, 4, 5, 6, 7, 8, ... 11 values]",
+        "  context_id: DEV_1",
+        "  layout: ⟨context⟩ x ⟨0*⟩",
+    ]

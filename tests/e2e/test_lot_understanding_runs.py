@@ -129,7 +129,8 @@ def test_inspect_shows_the_layout_with_the_pointer_positions(run_cli, tmp_path):
         f"--gin.RunConfig.tfds_cache_dir='{tmp_path}'",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    layout = json.loads(out.stdout.splitlines()[0])["layout"]
+    (shown,) = [x for x in out.stdout.splitlines() if x.startswith("  layout: ")]
+    layout = shown.removeprefix("  layout: ")  # the readable view
     assert layout.startswith("[CLS] ") and "[unused1]⟨context⟩" in layout
     assert "[unused2]⟨0" in layout and "[unused2]⟨1" in layout and "*⟩" in layout
 
