@@ -44,9 +44,7 @@ demo: $(CORE)
 	$(BIN)/python -m cmrcx.train --gin_file=lot_outgen_tiny.gin --gin.MODEL_DIR="'$(DEMO_DIR)/lot_outgen'"
 	$(BIN)/python -m cmrcx.score lot_outgen cmrcx/data/lot_sample/outgen/val.jsonl \
 		$(DEMO_DIR)/lot_outgen/predictions/lot_outgen_validation.jsonl
-	@echo "checkpoints: $(DEMO_DIR)/checkpoints  predictions: $(DEMO_DIR)/predictions"
-	@echo "CLUE AFQMC: $(DEMO_DIR)/clue_afqmc  CLUE CMRC 2018: $(DEMO_DIR)/clue_cmrc2018"
-	@echo "LOT OutGen: $(DEMO_DIR)/lot_outgen"
+	@$(BIN)/python tools/demo_summary.py $(DEMO_DIR)
 
 # Two worker processes (pytest-xdist), one per core of the CI machine; a test file stays
 # on one worker, so its module fixtures are built once.
