@@ -10,7 +10,7 @@ headers, each followed by what is built from it (sentence numbers are 1-based)::
     O 短语#短语#...            (the OutGen outline; phrases occur in the story)
     S 3                       (the SenPos sentence, in the senpos sections)
 
-Sections and what they feed, as LOT builds its splits (LOT-SPEC section 1):
+Sections and what they feed, as LOT builds its splits (LOT paper section 3):
 
 - ``[train]`` (32): ClozeT, SenPos and PlotCom train (SenPos and PlotCom remove a
   seeded-random sentence, as LOT's automatically built train sets do); the first 24 are
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "tools" / "lot_sample_stories.txt"
 SENTENCE = re.compile(r"[^。！？]+[。！？]+")
-MIN_REMOVED_CHARS = 10  # the paper's Notes (LOT-SPEC section 1)
+MIN_REMOVED_CHARS = 10  # the LOT paper's Notes
 MAX_PHRASES = 8  # OutGen outlines hold at most 8 phrases (paper section 3.4)
 
 

@@ -1,9 +1,9 @@
 """outgen: LOT OutGen generation, cmrcx's `cmrcx.generate` path against transformers'
-`generate`, on 242 outlines of the real length (issue 20).
+`generate`, on 242 outlines of the real length.
 
 What runs (each part in its own child of tools/bench.py, pinned as harness.py says):
 
-- prepare (once): 242 synthetic OutGen records (OutGen val's size, LOT-SPEC section 1),
+- prepare (once): 242 synthetic OutGen records (OutGen val's size, LOT paper Table 3),
   each a title and 8 phrases drawn from the bundled sample's (cmrcx/data/lot_sample/outgen,
   about 5 characters a phrase, as the paper's example), written as an official jsonl
   file; a random-init model of --model_gin's geometry (LongLM-small) written twice from
@@ -22,7 +22,7 @@ What runs (each part in its own child of tools/bench.py, pinned as harness.py sa
   decoder_start_token_id=1, use_cache=True)`, as the authors' gen.py.
 
 Both sides generate exactly --new_tokens tokens per outline (default 128: the real
-stories are about 170 characters, LOT-SPEC section 1): random weights rarely produce EOS,
+stories are about 170 characters, LOT paper Table 3): random weights rarely produce EOS,
 and when they do must not stop, so cmrcx's EOS id is NO_EOS (no sampled id equals it) and
 transformers gets min_new_tokens = max_new_tokens (EOS's logit -inf until then); each
 worker reports the fewest and most new tokens of its rows and the parent refuses a
@@ -61,9 +61,9 @@ MEMORY_MODELS = ()  # nothing for `memory --models`
 DECODING = {"decoding": "sample", "top_k": 40, "temperature": 0.7, "top_p": 1.0,
             "decoder_start_token_id": 1}  # fmt: skip
 NO_EOS = -1  # cmrcx's eos_token_id: no sampled id equals it (as t5.NO_EOS)
-OUTLINES = 242  # OutGen val (LOT-SPEC section 1)
-PHRASES = 8  # "8.00 phrases" per outline (LOT-SPEC section 1)
-NEW_TOKENS = 128  # about the real stories' 170 characters (LOT-SPEC section 1)
+OUTLINES = 242  # OutGen val (LOT paper Table 3)
+PHRASES = 8  # "8.00 phrases" per outline (LOT paper Table 3)
+NEW_TOKENS = 128  # about the real stories' 170 characters (LOT paper Table 3)
 SAMPLE_DIR = harness.REPO_ROOT / "cmrcx" / "data" / "lot_sample" / "outgen"
 DEFAULT_SPIECE = harness.REPO_ROOT / "cmrcx" / "data" / "longlm_tiny" / "spiece.model"
 RECORDS_FILE, IDS_FILE, EXPORT_DIR, HF_DIR = "outgen.jsonl", "input_ids.json", "export", "hf"

@@ -10,21 +10,23 @@ inputs unchanged (`prediction_line`).
 
 What the readers accept (`read_file`), and why:
 
-- Fields, per task (README examples, LOT-SPEC section 1): ClozeT ``story``, ``plot0``,
-  ``plot1``, ``label``; SenPos ``story``, ``sentence``, ``label``; PlotCom ``story``,
-  ``plot``; OutGen ``outline``, ``title``, ``story``. Other keys are kept in ``raw`` and
-  otherwise ignored. OutGen's ``title`` may be absent (read as ""): the organisers'
-  competition files in OutGen's format have none (LOT-SPEC section 5).
+- Fields, per task (thu-coai/LOT-LongLM datasets/<task>/README.md examples): ClozeT
+  ``story``, ``plot0``, ``plot1``, ``label``; SenPos ``story``, ``sentence``, ``label``;
+  PlotCom ``story``, ``plot``; OutGen ``outline``, ``title``, ``story``. Other keys are
+  kept in ``raw`` and otherwise ignored. OutGen's ``title`` may be absent (read as ""):
+  the organisers' competition files in OutGen's format have none (IndexFziQ/LongLM-Eyas
+  datasets/chn/data/).
 - Masks: any of ``<mask>``, ``[MASK]``, ``<MASK>`` in any task's ``story``; ClozeT and
   PlotCom need exactly one, SenPos at least one. Candidates, the removed sentence and the
   PlotCom target must hold none, and candidates and the sentence must not be empty or
-  white space only (LOT deleted every space: LOT-SPEC section 1). The OutGen ``story`` is
-  a target written out whole: a mask there is refused too.
+  white space only (LOT deleted every space: thu-coai/LOT-LongLM appendix.pdf section 1).
+  The OutGen ``story`` is a target written out whole: a mask there is refused too.
 - Outlines: a non-empty list of phrases, none blank, neither they nor the title holding
   ``#``, which joins them in the authors' input (``TITLE#p1#...#pn``) and on which the
-  organisers' eval.py splits ``"#".join(outline)`` (LOT-SPEC 2.7, 2.8): it would read and
-  score such a phrase as two (none of their 661 outlines has one), and ``[]`` as the
-  phrase ``""``, order 1.0 whatever the story (not the ZeroDivisionError of LOT-SPEC 2.8).
+  organisers' eval.py splits ``"#".join(outline)`` (its `rouge` and `order`): it would
+  read and score such a phrase as two (none of their 661 outlines has one), and ``[]`` as
+  the phrase ``""``, order 1.0 whatever the story (not the ZeroDivisionError of its
+  `order`).
 - Labels: ClozeT ``"0"``/``"1"`` (the official type) or the integers 0/1 (a copy whose
   tool converted the type, e.g. a re-export of the HF copy ``Jiann/LOT``); SenPos an
   integer 1..number of masks (the official type) or that number as a decimal string.
@@ -36,7 +38,7 @@ What the readers accept (`read_file`), and why:
   file is read with or without them.
 - Lines: split on "\\n" only (a story may hold U+2028); a final newline is fine and a
   leading UTF-8 BOM is skipped. A blank line is an error, not skipped: the public OutGen
-  eval.py runs ``json.loads`` on every line of ``readlines()`` (LOT-SPEC section 2.1), so
+  eval.py runs ``json.loads`` on every line of ``readlines()`` (its `compute`), so
   it would crash there, and prediction files are aligned with the gold file by line. An
   empty file is an error too (accuracy over no records is undefined). A key twice in
   one object is an error: JSON readers differ in which value they keep.
@@ -63,14 +65,14 @@ from cmrcx.common.files import write_atomically
 TASKS = ("clozet", "senpos", "plotcom", "outgen")
 SPLIT_FILES = {"train": "train.jsonl", "validation": "val.jsonl", "test": "test.jsonl"}
 MASK = "<mask>"  # the blank of every record's story, whatever the file wrote
-# Every spelling of the blank read (LOT-SPEC section 1): ClozeT's, SenPos's example, PlotCom's
-# and SenPos's README prose.
+# Every spelling of the blank read (the datasets/<task>/README.md examples and prose):
+# ClozeT's, SenPos's example, PlotCom's and SenPos's README prose.
 MASK_SPELLINGS = ("<mask>", "[MASK]", "<MASK>")
 TARGET_FIELDS = {"plotcom": "plot", "outgen": "story"}  # the generation tasks' targets
 # Joins OutGen's title and phrases in the model input; the organisers' eval.py splits on it.
 OUTLINE_SEPARATOR = "#"
 TASK_NAMES = {"clozet": "ClozeT", "senpos": "SenPos", "plotcom": "PlotCom", "outgen": "OutGen"}
-# The fields only one task's records have (LOT-SPEC section 1; a PlotCom test line: none).
+# The fields only one task's records have (datasets/<task>/README.md; a PlotCom test line: none).
 OWN_FIELDS = {
     "outgen": ("outline", "title"),
     "clozet": ("plot0", "plot1"),

@@ -4,17 +4,17 @@ the input and target texts of a record, and the clean-up of a generated text.
 Pure Python, the reference semantics of `cmrcx.tasks.lot.generation` (which builds the same
 texts in TF ops; the tests compare the two) and of `cmrcx.generate`'s LOT mode.
 
-Input formats (LOT-SPEC section 4.2):
+Input formats (thu-coai/LOT-LongLM baselines/generation/gen.py, test.source, test.target):
 
 - **OutGen** is the authors' `baselines/generation/test.source` / `test.target` format
   (thu-coai/LOT-LongLM @cea35437): input ``TITLE#p1#p2#...#pn<extra_id_1>`` (title and
   phrases joined by a plain ``#``, the phrases in the file's order, the sentinel last),
   target ``<extra_id_1>STORY``. The title is the first ``#`` field (9 fields for 8
-  phrases). A record without a title (the organisers' competition files have none,
-  LOT-SPEC section 5) drops that field: ``p1#...#pn<extra_id_1>``, the layout a
-  competition team's files have (IndexFziQ/LongLM-Eyas
-  datasets/chn/data/final/test/test.source @8a5b4a2c begins each line with the first
-  phrase), rather than an empty field before a leading ``#``.
+  phrases). A record without a title (the organisers' competition files have none:
+  IndexFziQ/LongLM-Eyas datasets/chn/data/val.jsonl) drops that field:
+  ``p1#...#pn<extra_id_1>``, the layout a competition team's files have
+  (IndexFziQ/LongLM-Eyas datasets/chn/data/final/test/test.source @8a5b4a2c begins each
+  line with the first phrase), rather than an empty field before a leading ``#``.
 - **PlotCom**: the authors released no PlotCom input. cmrcx uses the analogue of their
   OutGen format and of LongLM's infilling (its model card's example): the story with the
   blank (``<mask>`` in every record, `formats.MASK`) replaced by ``<extra_id_1>`` ->
@@ -104,7 +104,7 @@ def source_and_target(record: OutGenRecord | PlotComRecord, sentinel: str = SENT
 # --- Generated text -----------------------------------------------------------------------
 
 # strB2Q shifts the ASCII characters of Unicode category P* (!"#%&'()*,-./:;?@[\]_{}) to
-# their full-width forms (+65248); symbols such as $+<=>^|~ stay (LOT-SPEC section 4.2).
+# their full-width forms (+65248); symbols such as $+<=>^|~ stay (gen.py's strB2Q).
 _ASCII_PUNCTUATION = frozenset(
     chr(c) for c in range(33, 127) if unicodedata.category(chr(c)).startswith("P")
 )

@@ -1,8 +1,8 @@
-"""PlotCom and OutGen metrics with the semantics of the organisers' OutGen eval.py
-(LOT-SPEC.md sections 2.3-2.9; the script is shared/data/lot_outgen_competition/
-organisers_eval.py, a copy of IndexFziQ/LongLM-Eyas@7a1c41d datasets/chn/eval.py; its
-repetition-n is the CUGE copy's, index id 23776376797). Each function names the script
-function it follows. Values are fractions, as the script prints them.
+"""PlotCom and OutGen metrics with the semantics of the organisers' OutGen eval.py (the
+script is IndexFziQ/LongLM-Eyas@7a1c41d datasets/chn/eval.py, the copy a competition team
+kept of the organisers' scorer; its repetition-n is the CUGE copy's, index id
+23776376797). Each function names the script function it follows. Values are fractions, as
+the script prints them.
 
 Keys of `generation_metrics`, in this order: the script's ``bleu-1..4``, ``distinct-1..4``
 (character n-grams of the space-joined jieba string, as the public script counts them),
@@ -21,7 +21,7 @@ The script's quirks are kept, because "fixing" them breaks parity:
   LCS reconstruction overflows Python's stack (`SCRIPT_RECON_CALL_LIMIT`).
 - order: longest common *substring* (longer than 1 character) at its first occurrence,
   phrases visited in descending gold rank and stably sorted, inversions counted with
-  the diagonal (n(n+1)/2 pairs); phrases not found sort first (LOT-SPEC.md section 2.8).
+  the diagonal (n(n+1)/2 pairs); phrases not found sort first (the script's `order`).
 """
 
 from __future__ import annotations

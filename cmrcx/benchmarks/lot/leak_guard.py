@@ -2,7 +2,7 @@
 evaluated on.
 
 Why: PlotCom's validation and test sets were built from ClozeT examples, the incomplete
-story plus the right candidate (LOT paper section 3.3; LOT-SPEC.md section 1), and a model
+story plus the right candidate (LOT paper section 3.3), and a model
 trained on all four tasks at once sees every task's training stories. A training record
 telling one of the held-out stories (PlotCom's, or any other evaluated split's) would
 show the model the answer. So before training, every training record whose story is a

@@ -1,6 +1,7 @@
 """LOT's weighted overall scores: the paper's (Tables 10 and 11) and the OutGen
 competition organisers' (their eval.py's 加权总得分). They are different scores; do not mix
-them (LOT-SPEC.md section 2.10).
+them (the paper's Tables 10 and 11; the organisers' eval.py, IndexFziQ/LongLM-Eyas
+datasets/chn/eval.py).
 
 Paper. Section 3.5 has no body in the published text; the formula below reproduces every
 printed Overall value of Tables 10 and 11 to +-0.01 but one (LongLM-large, understanding,

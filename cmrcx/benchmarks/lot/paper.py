@@ -2,7 +2,7 @@
 lot_guan_et_al_tacl2022.md): Table 10 (understanding: ClozeT and SenPos accuracy) and
 Table 11 (generation: PlotCom and OutGen BLEU, Distinct, Coverage, Order), every row of
 both splits, in %, as printed. `cmrcx.benchmarks.lot.overall` computes the Overall
-column from the anchor rows here (LOT-SPEC.md section 2.10).
+column from the anchor rows here (the weights derived from Tables 10 and 11).
 
 Models are named as the tables name them (``BERTbase`` is ``BERT-base``; ``GPT2-base†``
 is GPT2-base pretrained on LongLM's data). Splits are ``validation`` and ``test``.
@@ -38,7 +38,7 @@ TABLE_10_COLUMNS = (
     ("SenPos", "lot_senpos", "accuracy"),
 )
 # Table 11's columns: (paper column, registered task, key of `generation_metrics`). The
-# paper's D-n are word n-grams (LOT-SPEC.md section 2.5): `word-distinct-n`, not the
+# paper's D-n are word n-grams (Truth D-1 21.66 on OutGen val): `word-distinct-n`, not the
 # public script's character-level `distinct-n`.
 TABLE_11_COLUMNS = (
     ("PlotCom B-1", "lot_plotcom", "bleu-1"),
@@ -85,8 +85,8 @@ TABLE_10 = {
         LongLM-large   1B    79.93  70.00  73.64
         Humans         N/A   99.00  97.00  97.73
     """),
-    # LongLM-large's 73.39: the formula of every other row gives 73.79 (LOT-SPEC.md
-    # section 3.5; tests/benchmarks/lot/test_lot_overall.py).
+    # LongLM-large's 73.39: the formula of every other row gives 73.79 (Table 10;
+    # tests/benchmarks/lot/test_lot_overall.py).
     "test": _rows("""
         Transformer    38M   54.42  16.34  31.23
         BERT-base      102M  69.39  43.68  53.74

@@ -7,7 +7,7 @@ the gold file first, as for every benchmark.
 
 * ClozeT, SenPos: the ``label`` fields -> ``{"accuracy", "correct", "total"}`` (accuracy a
   fraction, as the official README prints it). A predicted label of another type than
-  the gold one (``1`` for ``"1"``) is compared as a string (LOT-SPEC.md section 2.2) and a
+  the gold one (``1`` for ``"1"``) is compared as a string (the README examples' types) and a
   note on stderr says how many lines did so.
 * PlotCom (``plot``), OutGen (``story``, gold ``outline``): the organisers' eval.py keys
   first (``bleu-n``, ``distinct-n``; OutGen ``coverage``, ``order``), then

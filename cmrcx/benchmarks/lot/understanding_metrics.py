@@ -1,12 +1,12 @@
 """ClozeT and SenPos accuracy, the key the LOT READMEs print (``{"accuracy": _}``,
 thu-coai/LOT-LongLM datasets/clozet/README.md:50-54, datasets/senpos/README.md:32-36).
 
-The understanding eval.py was never published (LOT-SPEC.md section 2.1), so its
-comparison is the spec's (section 2.2): labels are equal when they are equal as
-strings. ClozeT's file writes its labels as strings (``"0"``/``"1"``) and SenPos's as
-ints, so a prediction file that writes ``1`` for a gold ``"1"`` is still right; a plain
-``==`` would score it wrong without a word. Values are fractions, as the official
-scripts print them (the paper's tables are x 100).
+The understanding eval.py was never published (thu-coai/LOT-LongLM README.md links it on
+THUCloud only, and that link is dead), so labels are compared as the README examples'
+types require: equal when they are equal as strings. ClozeT's file writes its labels as
+strings (``"0"``/``"1"``) and SenPos's as ints, so a prediction file that writes ``1`` for
+a gold ``"1"`` is still right; a plain ``==`` would score it wrong without a word. Values
+are fractions, as the official scripts print them (the paper's tables are x 100).
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ SIZES = {
     "plotcom": (32, 16, 16),
     "outgen": (24, 8, 8),
 }
-# The example record of each task's README (thu-coai/LOT-LongLM datasets/<task>/README.md,
-# LOT-SPEC section 1), verbatim.
+# The example record of each task's README (thu-coai/LOT-LongLM datasets/<task>/README.md),
+# verbatim.
 README_EXAMPLES = {
     "clozet": '{"story":"一只猫望着窗外飞翔的鸟儿馋涎欲滴，但自己又捕捉不到。于是它便想了一个法子。它给那些鸟儿们寄去请柬，邀请他们来参加自己的生日宴会。<mask>鸟儿一进来，猫就关上了门。鸟儿们彻底入了虎穴，被猫一只一只抓来吃掉了。","plot0":"可是没有一只鸟儿愿意来。","plot1":"有些单纯的鸟儿赴宴来了。","label":"1"}',  # noqa: E501
     "senpos": '{"story":"为了证明自己看见了这一切，路过银树林时，守望星折了一根小树枝。[MASK]丽娜听到树枝折断的声音时，回头问：“什么声音？”[MASK]“什么声音也没有。”[MASK]她的大姐说，“可能是哪座城堡的塔楼里，猫头鹰在叫唤。”[MASK]她讲话的时候，迈克悄悄地溜到前头，上了楼梯，第一个进了公主们的房间。[MASK]他推开窗户，顺着藤条滑了下去。[MASK]到花园的时候，太阳刚刚开始升起，他要开始工作了。[MASK]这一天，迈克捆扎鲜花的时候，故意把那根银色的树枝扎进了献给小公主的花里。[MASK]不过，她没有告诉姐姐们。","sentence":"丽娜发现银树枝时，吃惊极了。","label":8}',  # noqa: E501
@@ -383,7 +383,8 @@ def test_test_file_predictions_have_the_official_label_types(tmp_path: Path) -> 
 
 
 def test_the_organisers_outgen_files_read_without_a_title() -> None:
-    """The OutGen-format competition data (LOT-SPEC section 5; not LOT's own val split)."""
+    """The OutGen-format competition data (IndexFziQ/LongLM-Eyas datasets/chn/data/; not
+    LOT's own val split)."""
     folder = REPO_ROOT.parent / "shared" / "data" / "lot_outgen_competition"
     if not folder.is_dir():
         pytest.skip(f"{folder} is absent (real data is not part of the repository)")

@@ -1,6 +1,6 @@
-"""PlotCom/OutGen metrics (cmrcx.benchmarks.lot.generation_metrics): LOT-SPEC.md's
-hand-made golden vectors (sections 2.7, 2.8), pltrdy rouge itself as the coverage
-oracle, and jieba's quiet, deterministic start."""
+"""PlotCom/OutGen metrics (cmrcx.benchmarks.lot.generation_metrics): golden vectors
+measured through the organisers' eval.py functions (`rouge`, `order`), pltrdy rouge
+itself as the coverage oracle, and jieba's quiet, deterministic start."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from support import REPO_ROOT
 
 from cmrcx.benchmarks.lot import generation_metrics as gm
 
-# LOT-SPEC.md section 2.8's order vectors (measured through the organisers' functions).
+# Order vectors measured through the organisers' eval.py functions (`order`, `inversenum`).
 GOLD_STORY = "甲乙丙丁戊己庚辛壬癸子丑寅卯"
 OUTLINE = ["丙丁", "庚辛", "子丑"]
 
@@ -56,7 +56,7 @@ def test_order_details_of_the_script():
 
 def test_distinct_is_character_level_in_the_script_and_word_level_in_the_paper():
     assert gm.proline("我们 去\u3000上学。") == "我们 去 上学 。"  # all white space removed first
-    # 9 characters, spaces included, 7 distinct (LOT-SPEC.md section 2.5).
+    # 9 characters, spaces included, 7 distinct (the eval.py's `distinct`).
     assert gm.distinct(["我们去上学。"]) == {
         "distinct-1": pytest.approx(7 / 9),
         "distinct-2": 1.0,
@@ -93,7 +93,7 @@ def test_bleu_golden_vectors():
 def test_coverage_golden_vectors():
     # Set counting: 大喊大叫 has 3 distinct characters, 2 of them in the LCS.
     assert gm.coverage([["大喊大叫"]], ["他大叫"]) == pytest.approx(2 / 3)
-    # The empty prediction's phrases are skipped, not scored 0 (LOT-SPEC.md section 2.7).
+    # The empty prediction's phrases are skipped, not scored 0 (the eval.py's `rouge`).
     assert gm.coverage([["大喊大叫", "遇见"], ["大喊大叫"]], ["", "大喊"]) == pytest.approx(2 / 3)
     assert math.isnan(gm.coverage([["大喊大叫"]], [""]))
     # Only ASCII "." splits the story into sentences, whose LCS tokens are united.

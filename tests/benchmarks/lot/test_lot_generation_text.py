@@ -1,6 +1,6 @@
 """PlotCom and OutGen as the authors' seq2seq baseline sees them
 (`cmrcx.benchmarks.lot.generation`): the input and target texts of a record, and gen.py's
-clean-up of a generated text (LOT-SPEC sections 4.2 and 6.6)."""
+clean-up of a generated text (thu-coai/LOT-LongLM baselines/generation/gen.py, `pro`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ AUTHORS_SOURCE = (
     "懒纺妇#地上缠成一大团#女人提起纺纱#纱线放进锅#妻子懒得#不想干活#不绕成团#逃避纺纱#赶紧起身"
     "<extra_id_1>"
 )
-# The OutGen README example (LOT-SPEC section 1).
+# The OutGen README example (thu-coai/LOT-LongLM datasets/outgen/README.md).
 OUTGEN_EXAMPLE = {
     "story": "有个人把神像放在驴子背上，赶着进城。凡是遇见他们的人都对着神像顶礼膜拜。驴子以为"
     "人们是向它致敬，便洋洋得意，大喊大叫，再也不肯往前走了。结果挨了驴夫狠狠的一棍。",
