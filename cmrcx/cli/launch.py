@@ -44,7 +44,7 @@ def gin_configs_dir() -> str:
     return str(importlib.resources.files("cmrcx.gin_configs"))
 
 
-# Where bundled files were before gin_configs/ had folders (issue 18). These names keep
+# Where bundled files were before gin_configs/ had folders. These names keep
 # working, in --gin_file and in a user's `include` lines. The model files were renamed:
 MOVED_MODEL_FILES = {
     "models/bert_base.gin": "models/bert/base.gin",

@@ -1,6 +1,6 @@
 """Decoding pinned: the tokens greedy, sampling and beam search give for fixed seeds on
 tiny random T5 (LongLM-shaped) and GPT-2 models, recorded before the decoding loop was
-sped up (issue 22, item 5). The loop may change how it computes a step (top-k without a
+sped up. The loop may change how it computes a step (top-k without a
 full sort, cache layout, fusion), never what it draws for a seed: a change of these
 tokens is a change of behaviour, not of speed. Also: the sort-free `filter_logits` and
 `categorical` give the sort-based filter's and jax's arrays, bit for bit.

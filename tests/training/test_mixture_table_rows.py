@@ -1,5 +1,5 @@
 """Every model of the CLUE Table 2 gins and of the LOT Table 10/11 gins gets its published
-row printed under the runs' row by `cmrcx.eval --mixture` (issue 21: ALBERT-tiny,
+row printed under the runs' row by `cmrcx.eval --mixture` (ALBERT-tiny,
 ALBERT-xxlarge, XLNet-mid, GPT2-base among them). The runs are written in the layout the
 table reader expects (RUNS_ROOT/<task>/run_config.json, from the gin file with
 local_tiny.gin after it); their evaluation is replaced by fixed metrics, so no model runs

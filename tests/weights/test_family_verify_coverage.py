@@ -1,5 +1,5 @@
 """`python -m cmrcx.convert --verify` has a transformers reference for every registered
-family (issue 21, item 4). Each family's --verify runs against a random-initialised
+family. Each family's --verify runs against a random-initialised
 transformers model saved in a tmp dir in its own tests: bert
 (test_t5_conversion.py::test_verify_passes_a_good_bert_conversion_and_fails_a_corrupted_one,
 test_table2_models.py), t5 (test_t5_conversion.py::test_verify_passes_a_good_t5_conversion_

@@ -1,4 +1,4 @@
-"""mT5-base at its real geometry converts with parity (issue 19, item 6; slow).
+"""mT5-base at its real geometry converts with parity (slow).
 
 The tiny-geometry parity is `test_t5_conversion.py`; this is the same check at google/
 mt5-base's geometry exactly as `models/t5/mt5_base.gin` binds it (vocab 250112, d_model

@@ -224,12 +224,12 @@ def print_evalpath(report: dict) -> None:
           f"({n / report['forward_seconds']:,.0f} examples/s)")  # fmt: skip
     print(f"Runner.evaluate (read, score, decode, write): {report['evaluate_seconds']:.2f} s "
           f"({n / report['evaluate_seconds']:,.0f} examples/s)")  # fmt: skip
-    print(f"evaluation / forward: {report['ratio']:.2f}x (issue 22 item 3: <= 1.5x)")
+    print(f"evaluation / forward: {report['ratio']:.2f}x (target: <= 1.5x)")
 
 
 COMMANDS = (  # name, tasks, default task, help
     ("firststep", TASKS, "clue_chid11",
-     "time to a run's first step on full-size synthetic official files (issue 22)"),
+     "time to a run's first step on full-size synthetic official files"),
     ("evalpath", EVAL_TASKS, "clue_c311",
      "scoring throughput of the real eval path vs the jitted forward alone"),
 )  # fmt: skip
