@@ -3,7 +3,8 @@
 XLA:CPU takes each step's temporaries from malloc (2.4 GB for a BERT-base train step at
 sequence 512, batch 2). Blocks that large are mmap'ed on every call and unmapped when
 freed, so each step faults them in again 4 KiB at a time: about 588k minor page faults
-and their zero-filling per BERT-base step, against PyTorch's 143k (README, Performance).
+and their zero-filling per BERT-base step, against PyTorch's 143k (tools/bench.py train,
+2026-11-26).
 glibc's tunable ``glibc.malloc.hugetlb=1`` (glibc 2.35 and later) makes malloc advise
 transparent huge pages (``madvise(MADV_HUGEPAGE)``) for its mmap'ed blocks, and the
 kernel then maps them 2 MiB at a time. Keeping the blocks mapped instead (``mallopt``:
@@ -20,7 +21,7 @@ re-executes.
 
 Evaluation (``python -m cmrcx.eval``) also has malloc keep what it frees
 (``KEEP_FREED``: one arena, no mmap, no trimming), so each batch reuses the last one's
-temporaries instead of faulting in fresh pages: on AMD Zen 5 (2026-11-29, README) the
+temporaries instead of faulting in fresh pages: on AMD Zen 5 (2026-11-29, CHANGELOG.md) the
 full-size C3 evaluation went from 17.9 s to 8.0 s and ChID's from 80.9 s to 54.7 s, with
 8 to 14% more peak RSS; CMRC 2018's did not change. Training does not: for a float32
 train step it doubled the peak RSS for no speed. A tunable the user set is kept.

@@ -7,13 +7,13 @@ then the join waits the sleep out instead of the cancellation waking it: the ful
 ChID store (a minute of reading) ended 25 to 56 s after its last example in about one
 run in four, the process idle, its main thread in `RootDataset::Iterator::~Iterator`
 waiting on `UnboundedThreadPool::LogicalThreadWrapper` and the model thread in
-`Model::OptimizeLoop`'s timed wait (py-spy and gdb, 2026-11-29; README, Full-size
-splits). Without autotuning there is no model thread, and the elements and their order
+`Model::OptimizeLoop`'s timed wait (py-spy and gdb, 2026-11-29; CHANGELOG.md,
+2026-11-29). Without autotuning there is no model thread, and the elements and their order
 are the same. What else changes: a `map` or `interleave` asked for `AUTOTUNE` runs at
 tf.data's default parallelism (the core count, at most 16), a `prefetch(AUTOTUNE)`
 buffer is grown by tf.data's simpler buffer tuner, and tf.data does not rewrite plain
 `map`s into parallel ones nor inject a `prefetch` (those rewrites need autotuning). On
-full-size ChID and CMRC 2018 this cost nothing measurable (README, Full-size splits).
+full-size ChID and CMRC 2018 this cost nothing measurable (CHANGELOG.md).
 
 Every pipeline cmrcx reads to its end goes without it: from Python through
 `numpy_iterator` (the prepared store's build, the batches of a split without a store) or

@@ -15,7 +15,7 @@ a passage without a blank empty), ``candidates`` (the line's idioms), and per bl
 the reader's order: ``tags`` (``#idiomNNNNNN#``), ``passage_indices`` (the passage
 holding it) and ``labels`` (answer index, -1 in a test file). `blanks` turns a record
 back into the reader's `ChidBlank`s. (Version 1 had one record per blank, repeating its
-passage and the line's candidates in each; README has the times.)
+passage and the line's candidates in each; docs/performance.md has the times.)
 
 Each split is prepared on its own when first read (`prepare`, `load_split`), under a folder
 keyed by the data dir, the config, the split and the contents of the files it reads.

@@ -22,7 +22,7 @@ from cmrcx.common import progress, tf_iterators
 
 # Records come out of tf.data this many at a time: its iterator costs about 0.2 ms per
 # element. ChID's 575,862 training blanks (one record each until its builder's 2.0.0)
-# took 112 s to read one by one and 30 to 41 s this way (AMD EPYC, 2 cores; README).
+# took 112 s to read one by one and 30 to 41 s this way (AMD EPYC, 2 cores).
 READ_BATCH = 4096
 
 

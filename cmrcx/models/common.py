@@ -53,7 +53,7 @@ def scanned_layers(
     against 10.05 s) with 6.93 GiB instead of 7.53; compiled in 11 s instead of 3.2.
     GPT-2's float32 step 5.65 s instead of 6.49. T5's got slower (2.41 to 2.50 s against
     2.22 to 2.25 for LongLM-small) and stays a loop, as do XLNet's and the remat
-    policies (README, "Sharding, precision and memory")."""
+    policies (docs/scaling.md)."""
     if remat_policy != "none":
         block = nn.remat(block, policy=REMAT_POLICIES[remat_policy], prevent_cse=False)
     return nn.scan(
@@ -99,7 +99,7 @@ def zeros_init(axes: tuple[str, ...]):
 # caches instead of making four trips through memory as the whole
 # [batch, heads, length, length] array does. One BERT-base layer's attention, batch 8 x
 # 512, float32, 2 AMD EPYC cores (`tools/bench.py layerops --rounds 3`, 2026-11-26, start
-# load 0.49; README): 84.2 ms as two einsums and a softmax, 52.2 ms this way; PyTorch's
+# load 0.49): 84.2 ms as two einsums and a softmax, 52.2 ms this way; PyTorch's
 # fused SDPA kernel 50.1 ms.
 SCORES_PER_STEP = 2**19
 

@@ -5,8 +5,8 @@ of being killed by the kernel (a bare "Killed") once XLA allocates the step's bu
     compiling the training step (once per run) ...
     training step compiled in 3.8 s: it needs about 9.1 GiB of memory, 22.3 GiB are available
 
-BERT-base at the paper's batch 24 x 512 needs 21.2 GiB in float32 (README, The memory
-check): more than a 24 GiB laptop has. The figure is XLA's own memory analysis of the
+BERT-base at the paper's batch 24 x 512 needs 21.2 GiB in float32 (docs/performance.md,
+Memory): more than a 24 GiB laptop has. The figure is XLA's own memory analysis of the
 compiled step (arguments + outputs - donated + temporaries, per device), summed over this
 process's CPU devices; the step's first call reuses that compilation. A step that does
 not fit is compiled again with more micro-batches until one fits, so the advice is sized

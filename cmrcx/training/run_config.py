@@ -298,7 +298,7 @@ def check_pretrained(pretrained: str, model) -> None:
         return
     convert = (
         f"convert it first: python -m cmrcx.convert --from {pretrained} --to DIR, then "
-        "--gin.PRETRAINED=\"'DIR'\" (README: Pretrained checkpoints)"
+        "--gin.PRETRAINED=\"'DIR'\" (docs/models.md)"
     )
     names = set(os.listdir(pretrained))
     if names.intersection(_RELEASE_FILES) or any(

@@ -1,5 +1,5 @@
-"""tools/bench.py suite: README's compared benchmarks one after another, each started on a
-quiet machine, their reports kept and summed up in one table."""
+"""tools/bench.py suite: docs/performance.md's compared benchmarks one after another, each
+started on a quiet machine, their reports kept and summed up in one table."""
 
 from __future__ import annotations
 

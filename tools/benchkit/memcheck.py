@@ -29,7 +29,8 @@ import time
 from . import harness, synthetic
 
 RESULT = "MEMCHECK_RESULT "
-# The paper gin files of README's memory-check table: the largest steps of each benchmark.
+# The paper gin files of docs/performance.md's memory-check table: the largest steps of
+# each benchmark.
 GIN_FILES = (
     "cmrc2019_bert.gin",
     "clue_cmrc2018_bert.gin",

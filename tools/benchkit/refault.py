@@ -7,7 +7,7 @@ kernel charges to hand memory back. On bare metal that is clearing the pages: ab
 pages to its host (virtio's free page reporting) gives memory that stays free for
 about a second back to the host, and the next touch waits for the host to provide it
 again: on this project's Zen 5 VM, 0.4 to 1.6 s per GiB after pauses of 1 to 10 s,
-and 2 s per GiB for memory the VM had not used for minutes (README, Performance).
+and 2 s per GiB for memory the VM had not used for minutes (tools/bench.py refault, 2026-11-29).
 Steps that free and reallocate their temporaries within a second reuse warm pages;
 a first step, a step after an evaluation or a save, and steps slow enough to let the
 reporting run in between pay in system time.

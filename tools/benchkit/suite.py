@@ -1,4 +1,4 @@
-"""suite: README's compared benchmarks one after another, each on a quiet machine.
+"""suite: docs/performance.md's compared benchmarks one after another, each on a quiet machine.
 
 Taking the Performance table on a new machine (an Intel CPU with AMX, say) is one command:
 
@@ -10,7 +10,7 @@ Before each entry the suite waits until the 1-minute load average is below --qui
 loaded for --max_wait seconds stops the suite, since a figure taken under load is not a
 result. Each entry runs `tools/bench.py ENTRY'S ARGUMENTS --json` in a child process; its
 report is kept as --out/NAME.json (with the load when it started), and the suite ends
-with one table in README's form: per comparison, both sides' median, the ratio (per
+with one table in docs/performance.md's form: per comparison, both sides' median, the ratio (per
 round), the ratio by the mean step and both spreads.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import harness
 
-# (name, bench.py arguments): README's Performance rows.
+# (name, bench.py arguments): docs/performance.md's rows.
 ENTRIES = (
     ("train", "train --rounds 3"),
     ("train_bf16", "train --dtype bfloat16 --rounds 2 --steps 10"),
@@ -140,7 +140,7 @@ def print_suite(report: dict) -> None:
 
 
 def add_command(commands) -> None:
-    sub = commands.add_parser("suite", help="README's compared benchmarks, each when quiet")
+    sub = commands.add_parser("suite", help="docs/performance.md's benchmarks, each when quiet")
     names = ", ".join(name for name, _ in ENTRIES)
     sub.add_argument("--only", default="", help=f"comma-separated entries of: {names}")
     sub.add_argument("--out", default="runs/bench_suite", help="folder for the JSON reports")
