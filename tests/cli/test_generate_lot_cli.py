@@ -126,7 +126,7 @@ def test_a_clozet_or_senpos_file_is_refused(export, tmp_path, capsys, task, fiel
 
 
 def test_sampling_draws_per_batch_so_the_batch_size_changes_outputs(export, tmp_path):  # noqa: F811
-    """What README "LOT generation" says of cmrcx.generate: batch b samples with
+    """What docs/lot.md says of cmrcx.generate: batch b samples with
     fold_in(key(seed), b), so the same seed gives the same outputs at the same
     --batch_size only (a training run's evaluation keys each example instead:
     tests/model_api/test_seq2seq_generation.py)."""

@@ -302,7 +302,7 @@ def test_longlm_mixture_gins(size, repo_root):
 
 @pytest.mark.slow
 def test_the_tiny_demo_trains_on_all_four_and_scores_as_cmrcx_score(tmp_path, run_cli):
-    """lot_mixture_tiny.gin as the README runs it (the whole sample, 120 steps): the loss
+    """lot_mixture_tiny.gin as docs/lot.md runs it (the whole sample, 120 steps): the loss
     falls, each task's validation file is what `python -m cmrcx.score` scores to the
     run's metrics, and `cmrcx.eval --mixture=lot` prints both tables from the one run."""
     run = mixture_run(tmp_path, SAMPLE)

@@ -1,5 +1,5 @@
 """tools/bench.py firststep / evalpath: the synthetic files are the official formats, at
-the official sizes times the scale (the timing itself runs only by hand: README)."""
+the official sizes times the scale (the timing itself runs only by hand: docs/performance.md)."""
 
 import sys
 

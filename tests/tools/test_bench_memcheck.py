@@ -1,5 +1,5 @@
 """tools/bench.py memcheck: the memory check's verdict on gin files as written, from the
-run `cmrcx.train` builds (tiny gin files here; the paper ones only by hand: README)."""
+run `cmrcx.train` builds (tiny gin files here; the paper ones only by hand: docs/performance.md)."""
 
 from __future__ import annotations
 

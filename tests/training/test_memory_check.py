@@ -83,7 +83,8 @@ def test_nothing_readable_gives_none(tmp_path):
 
 
 PAPER_RUN = RunConfig(batch_size=24, max_length=512, model=BertConfig())
-# BERT-base at 24 x 512 in float32 (README, The memory check: 22.8 GiB in all).
+# BERT-base at 24 x 512 in float32 (22.8 GiB before the layers were unrolled; now
+# docs/performance.md, Memory).
 BERT_BASE = {"state": int(1.1 * GIB), "temporaries": int(21.7 * GIB), "total": int(22.8 * GIB)}
 HOST = (int(22.4 * GIB), "MemAvailable in /proc/meminfo")
 
