@@ -53,12 +53,19 @@ def run_dirs(demo_dir: Path) -> list[Path]:
     return found + sorted(p.parent for p in demo_dir.glob("*/run_config.json"))
 
 
-def last_evaluation(run_dir: Path, split: str) -> dict:
-    """The last metrics.jsonl line of `split` ({} if there is none)."""
+def model_evaluation(run_dir: Path, config: dict) -> dict:
+    """The metrics.jsonl line of the run's model on its eval split ({} if there is none):
+    the last one, or with RunConfig.select_best the selected (best, earliest) one."""
     path = run_dir / "metrics.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    split = config.get("eval_split", "validation")
     records = [json.loads(line) for line in lines if line.strip()]
-    return next((r for r in reversed(records) if r.get("split") == split), {})
+    records = [r for r in records if r.get("split") == split]
+    metric, sign = config.get("select_best"), -1 if config.get("select_mode") == "min" else 1
+    scored = [r for r in records if metric is not None and r.get(metric) is not None]
+    if scored:
+        return max(scored, key=lambda r: (sign * r[metric], -r["step"]))
+    return records[-1] if records else {}
 
 
 def run_line(run_dir: Path) -> str:
@@ -66,7 +73,7 @@ def run_line(run_dir: Path) -> str:
     config = json.loads((run_dir / "run_config.json").read_text(encoding="utf-8"))
     task, split = config["task"], config.get("eval_split", "validation")
     name, shown = SHOWN.get(task, (task, []))
-    metrics = last_evaluation(run_dir, split)
+    metrics = model_evaluation(run_dir, config)
     figures = []
     for label, key, fraction in shown:
         value = metrics.get(key.format(decoding=config.get("decoding", "paper")))

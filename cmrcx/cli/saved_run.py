@@ -19,7 +19,7 @@ import gin
 from cmrcx.cli import launch
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.paths import resolve_path
-from cmrcx.training import checkpoints, run_config
+from cmrcx.training import run_config
 from cmrcx.training.run_config import RUN_CONFIG_FILE, RunConfig
 
 MODEL_DIR_FLAG = (
@@ -76,6 +76,8 @@ def start(argv: Sequence[str], description: str, extra: Sequence[tuple[str, dict
 
 def _no_saved_run(model_dir: str) -> str:
     """The one-line error for a --model_dir without run_config.json."""
+    from cmrcx.training import checkpoints  # orbax and jax: after gin, as in the runner
+
     if not os.path.isdir(model_dir):
         return f"MODEL_DIR {model_dir} does not exist: give the MODEL_DIR of a trained run"
     if not checkpoints.has_checkpoints(model_dir):

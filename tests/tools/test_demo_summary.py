@@ -12,9 +12,10 @@ demo_summary = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(demo_summary)
 
 
-def _run(folder, task: str, *records: dict) -> None:
+def _run(folder, task: str, *records: dict, select_best=None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    config = {"task": task, "eval_split": "validation", "decoding": "assignment"}
+    config = {"task": task, "eval_split": "validation", "decoding": "assignment",
+              "select_best": select_best, "select_mode": "max"}  # fmt: skip
     (folder / "run_config.json").write_text(json.dumps(config))
     lines = [json.dumps(r) for r in records]
     (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
@@ -26,7 +27,9 @@ def test_each_run_has_a_line_of_percentages(tmp_path):
          {"step": 30, "split": "validation", "qac/paper": 9.0, "pac/paper": 0.0,
           "qac/assignment": 12.5, "pac/assignment": 4.17})  # fmt: skip
     _run(demo / "clue_afqmc", "clue_afqmc", {"step": 50, "split": "validation", "accuracy": 56.25})
-    _run(demo / "lot_clozet", "lot_clozet", {"step": 4, "split": "validation", "accuracy": 0.625})
+    clozet = [{"step": step, "split": "validation", "accuracy": accuracy}
+              for step, accuracy in ((4, 0.625), (8, 0.5625), (12, 0.625))]  # fmt: skip
+    _run(demo / "lot_clozet", "lot_clozet", *clozet, select_best="accuracy")
     _run(demo / "lot_outgen", "lot_outgen")  # killed before its evaluation
     text = demo_summary.summary(demo)
     lines = text.splitlines()
@@ -35,6 +38,7 @@ def test_each_run_has_a_line_of_percentages(tmp_path):
     assert runs[0][:2] == ["CMRC", "2019"] and runs[0][-4:] == ["QAC", "12.50", "PAC", "4.17"]
     assert runs[1][-2:] == ["accuracy", "56.25"] and f"{demo}/clue_afqmc/" in runs[1]
     assert runs[2][-2:] == ["accuracy", "62.50"]  # LOT's fraction, printed as a percentage
+    assert "step 4 " in lines[4]  # the selected checkpoint: the best, the earliest of a tie
     assert lines[5].endswith("validation: no evaluation in metrics.jsonl")
     assert f"python -m cmrcx.eval --model_dir={demo}/lot_outgen" in text
     for name in ("QAC / PAC", "accuracy", "EM / F1", "BLEU-n", "D-n", "Cover/Order"):
