@@ -191,3 +191,19 @@ def test_the_installed_wheel_runs_from_any_folder(wheel, tmp_path):
     )  # fmt: skip
     assert scored.returncode == 0, scored.stderr[-2000:]
     assert re.search(r"100(\.0+)?\b", scored.stdout), scored.stdout
+
+
+def test_triton_is_hidden_from_torch_in_a_cmrcx_process():
+    """PyPI's CUDA torch brings triton, whose import after TensorFlow's kills the process
+    (SIGSEGV; this machine's CPU torch has no triton, so the crash itself is not shown
+    here: it was seen in a public-index venv). cmrcx hides it before either loads."""
+    code = (
+        "import importlib.util, sys\n"
+        "import cmrcx, tensorflow\n"
+        "assert sys.modules['triton'] is None\n"
+        "assert importlib.util.find_spec('triton') is None\n"
+        "import torch.utils._triton as t\n"
+        "assert not t.has_triton_package()\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr[-2000:]
