@@ -12,6 +12,8 @@ import gin
 import pytest
 from support import REPO_ROOT, run_cli_in
 
+import cmrcx  # noqa: F401  (first: it hides triton from torch; cmrcx/__init__.py says why)
+
 # The folders mirror the package (models/, weights/, training/, tasks/, benchmarks/<name>/,
 # cli/, e2e/, tools/). Test modules import helpers from one another by module name (test
 # file names are unique across folders), so every folder is on the import path.
