@@ -62,14 +62,7 @@ def adamw_with_warmup(
     while stepping over windows (so the rate hits 0 ~62% in and rises again), and
     never updates the pooler. That optimizer is `cmrcx.training.released_optimizer`.
     """
-    warmup_steps = max(1, int(num_train_steps * warmup_fraction))
-    schedule = optax.join_schedules(
-        [
-            optax.linear_schedule(0.0, learning_rate, warmup_steps),
-            optax.linear_schedule(learning_rate, 0.0, max(1, num_train_steps - warmup_steps)),
-        ],
-        [warmup_steps],
-    )
+    schedule = warmup_linear_decay(learning_rate, num_train_steps, warmup_fraction)
     return optax.chain(
         optax.clip_by_global_norm(max_grad_norm),
         optax.adamw(
@@ -82,6 +75,21 @@ def adamw_with_warmup(
                 lambda path, _: is_decayed(path), params
             ),
         ),
+    )
+
+
+def warmup_linear_decay(
+    learning_rate: float, num_train_steps: int, warmup_fraction: float = 0.1
+) -> optax.Schedule:
+    """The learning rate of update `count` (0-based): linear warm-up from 0 over
+    max(1, int(steps * fraction)) updates, then linear decay to 0 at `num_train_steps`."""
+    warmup_steps = max(1, int(num_train_steps * warmup_fraction))
+    return optax.join_schedules(
+        [
+            optax.linear_schedule(0.0, learning_rate, warmup_steps),
+            optax.linear_schedule(learning_rate, 0.0, max(1, num_train_steps - warmup_steps)),
+        ],
+        [warmup_steps],
     )
 
 

@@ -1,0 +1,162 @@
+"""One comparison: N steps of cmrcx against the benchmark's reference recipe, per step.
+
+`check_reproduction(run, steps)` returns the rows (step, learning rate, cmrcx loss,
+reference loss, relative difference) and a verdict; `table` and `report_json` print them.
+A run's task picks the recipe (RECIPES); a task without one is a ConfigError naming
+those that have one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import NamedTuple
+
+from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_CLASSIFICATION
+from cmrcx.common.errors import ConfigError
+from cmrcx.reproduction import clue_classifier, cmrcx_steps
+from cmrcx.training.run_config import RunConfig
+
+# float32 on CPU: the two frameworks sum in different orders; differences stay near
+# 1e-6 at tiny sizes (tests/reproduction) and grow with depth and steps.
+DEFAULT_TOLERANCE = 1e-4
+
+
+class Row(NamedTuple):
+    step: int
+    learning_rate: float
+    loss: float
+    reference_loss: float
+    relative_difference: float
+
+
+class Comparison(NamedTuple):
+    rows: list[Row]
+    max_relative_difference: float
+    verdict: str  # "same" | "different"
+    learning_rates_differ: list[int]  # steps whose learning rates differ
+    cmrcx: cmrcx_steps.CmrcxSteps
+    reference: object  # the recipe's run (its model and what it recorded)
+
+
+def relative_difference(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+
+def supported_tasks() -> list[str]:
+    return sorted(CLUE_CLASSIFICATION.keys() - {"clue_diagnostics"})
+
+
+def check_reproduction(
+    run: RunConfig, steps: int, tolerance: float = DEFAULT_TOLERANCE, work_dir: str | None = None
+) -> Comparison:
+    """Runs `steps` steps of `run` in cmrcx and in its recipe; compares them per step.
+
+    The verdict is "same" when every step's rates agree and its losses differ by at most
+    `tolerance` (relative). work_dir: where both sides write (cmrcx/: the run's
+    MODEL_DIR, reference/: the HuggingFace copy of the weights); a temporary folder,
+    removed afterwards, when None.
+    """
+    if run.task not in supported_tasks():
+        raise ConfigError(
+            f"no reference recipe for {run.task} yet: check_reproduction supports "
+            f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py)"
+        )
+    if steps < 1:
+        raise ConfigError(f"--steps {steps}: give at least 1")
+    if work_dir is None:
+        with tempfile.TemporaryDirectory() as scratch:
+            return check_reproduction(run, steps, tolerance, scratch)
+    ours = cmrcx_steps.run_steps(
+        cmrcx_steps.comparison_run(run, os.path.join(work_dir, "cmrcx")), steps
+    )
+    reference = ClueClassifierRecipe(ours, os.path.join(work_dir, "reference"))
+    recorded = reference.train(ours.batches)
+    rows = [
+        Row(i + 1, ours.learning_rates[i], ours.losses[i], recorded.losses[i],
+            relative_difference(ours.losses[i], recorded.losses[i]))
+        for i in range(steps)
+    ]  # fmt: skip
+    rates_differ = [
+        row.step
+        for row, rate in zip(rows, recorded.learning_rates, strict=True)
+        if relative_difference(row.learning_rate, rate) > 1e-6
+    ]
+    worst = max(row.relative_difference for row in rows)
+    verdict = "same" if worst <= tolerance and not rates_differ else "different"
+    return Comparison(rows, worst, verdict, rates_differ, ours, reference)
+
+
+class ClueClassifierRecipe:
+    """The CLUE classification recipe (`clue_classifier`) set up from a cmrcx run."""
+
+    def __init__(self, ours: cmrcx_steps.CmrcxSteps, hf_dir: str):
+        run = ours.runner.run
+        self.run, self.row = run, CLUE_CLASSIFICATION[run.task]
+        self.tokenizer = clue_classifier.tokenizer_for(run.vocab_file, run.lower_case)
+        self.train_features = self.features(run.train_split)
+        self.model = clue_classifier.reference_classifier(
+            run.model,
+            ours.initial_params,
+            ours.runner.model.encoder_name,
+            self.row.num_classes,
+            hf_dir,
+        )
+
+    def features(self, split: str) -> clue_classifier.Features:
+        path = os.path.join(self.run.data_dir, self.row.split_files[split])
+        return clue_classifier.recipe_features(
+            self.row.dataset, path, self.tokenizer, self.run.max_length
+        )
+
+    def train(self, batches) -> clue_classifier.RecipeRun:
+        """The recipe's steps over cmrcx's batches (each row matched to the recipe's own
+        encoding of its record first)."""
+        run = self.run
+        rows = clue_classifier.match_rows(batches, self.train_features)
+        total = clue_classifier.t_total(
+            len(self.train_features.labels), run.batch_size, run.num_epochs, run.num_train_steps
+        )
+        hyper = {
+            "learning_rate": run.learning_rate,
+            "weight_decay": run.weight_decay,
+            "adam_epsilon": run.adam_epsilon,
+            "max_grad_norm": run.max_grad_norm,
+            "warmup_proportion": run.warmup_fraction,
+            "t_total": total,
+        }
+        return clue_classifier.train_steps(self.model, self.train_features, rows, hyper)
+
+    def predictions(self, split: str) -> tuple[list[str], float]:
+        """(predicted label strings in file order, accuracy) of the model on a labelled
+        split ([RUN] evaluate())."""
+        features = self.features(split)
+        predicted = clue_classifier.predict(self.model, features, self.run.eval_batch_size)
+        labels = [self.row.labels[i] for i in predicted]
+        return labels, float((predicted == features.labels).mean())
+
+
+def table(comparison: Comparison, tolerance: float = DEFAULT_TOLERANCE) -> str:
+    """The human report: a row per step, then the verdict."""
+    lines = [f"{'step':>5}  {'learning_rate':>13}  {'loss':>12}  {'reference':>12}  rel.diff"]
+    for row in comparison.rows:
+        lines.append(
+            f"{row.step:>5}  {row.learning_rate:>13.6e}  {row.loss:>12.7f}  "
+            f"{row.reference_loss:>12.7f}  {row.relative_difference:.2e}"
+        )
+    said = f"max relative difference {comparison.max_relative_difference:.2e}"
+    if comparison.learning_rates_differ:
+        steps = ", ".join(map(str, comparison.learning_rates_differ))
+        said += f"; the learning rates differ at steps {steps}"
+    lines.append(f"verdict: {comparison.verdict} ({said}; tolerance {tolerance:g})")
+    return "\n".join(lines)
+
+
+def report_json(comparison: Comparison) -> dict:
+    """{"rows": [{"step", "learning_rate", "loss", "reference_loss",
+    "relative_difference"}, ...], "max_relative_difference", "verdict"}."""
+    return {
+        "rows": [row._asdict() for row in comparison.rows],
+        "max_relative_difference": comparison.max_relative_difference,
+        "verdict": comparison.verdict,
+    }

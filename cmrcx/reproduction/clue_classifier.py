@@ -1,0 +1,318 @@
+"""CLUE's PyTorch classification recipe, ported where running the script is impractical.
+
+Sources (CLUEbenchmark/CLUE @0059793, baselines/models_pytorch/classifier_pytorch/):
+  [RUN]  run_classifier.py
+  [PROC] processors/clue.py
+  [TF2]  transformers 2.x optimization.py, the `AdamW` and `WarmupLinearSchedule` that
+         [RUN] imports (`from transformers import AdamW, WarmupLinearSchedule`)
+
+What is the recipe's, line for line:
+  - records -> (text_a, text_b, label): [PROC] AfqmcProcessor, CmnliProcessor (OCNLI,
+    CMNLI), TnewsProcessor, IflytekProcessor, CslProcessor, WscProcessor._create_examples;
+  - encoding: [PROC] clue_convert_examples_to_features: `tokenizer.encode_plus(text_a,
+    text_b, add_special_tokens=True, max_length=max_length)` (transformers 2.x truncates
+    "longest_first"), right padding with id 0, mask 1 for tokens, segment 0 on padding;
+    [PROC] collate_fn cuts a batch to its longest row;
+  - the model: [RUN] MODEL_CLASSES, transformers' BertForSequenceClassification (bert,
+    roberta) / AlbertForSequenceClassification, `loss = outputs[0]`: the batch's mean
+    cross-entropy;
+  - optimizer: [RUN] train(): `no_decay = ['bias', 'LayerNorm.weight']` (a parameter name
+    containing either is not decayed), AdamW(lr, eps=adam_epsilon) of [TF2] (its epsilon
+    added to sqrt(v) before the bias correction of the step size, the decay applied after
+    the update), `clip_grad_norm_(model.parameters(), max_grad_norm)` before each step,
+    WarmupLinearSchedule(warmup_steps=int(t_total * warmup_proportion), t_total) with
+    t_total = len(train_dataloader) * num_train_epochs, or max_steps;
+  - prediction: [RUN] evaluate(): model.eval(), argmax of the logits, accuracy =
+    mean(preds == labels) (metrics/clue_compute_metrics.py simple_accuracy).
+
+What the comparison substitutes: the batches are cmrcx's (its seeded order, not the
+script's RandomSampler); each of their rows must equal the recipe's encoding of a record
+of the official file, label included (`match_rows`), and the recipe's own encoded rows
+are what the PyTorch model is fed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from cmrcx.common.errors import ConfigError, DataFormatError
+from cmrcx.reproduction.reference_imports import torch_and_transformers
+
+# [RUN] MODEL_CLASSES: the transformers class of each family the CLUE script trains.
+HF_CLASSIFIERS = {
+    "bert": "BertForSequenceClassification",
+    "albert": "AlbertForSequenceClassification",
+}
+NO_DECAY = ("bias", "LayerNorm.weight")  # [RUN] train(): no_decay
+
+
+def _pair(first: str, second: str):
+    return lambda record: (record[first], record[second])
+
+
+def _single(field: str):
+    return lambda record: (record[field], None)
+
+
+def _csl(record: dict):
+    return " ".join(record["keyword"]), record["abst"]  # [PROC] CslProcessor
+
+
+def _wsc(record: dict):
+    """[PROC] WscProcessor._create_examples: the noun in underscores, the pronoun in
+    brackets, by its four list.insert calls."""
+    text, target = record["text"], record["target"]
+    chars = list(text)
+    query, query_idx = target["span1_text"], target["span1_index"]
+    pronoun, pronoun_idx = target["span2_text"], target["span2_index"]
+    if pronoun_idx > query_idx:
+        chars.insert(query_idx, "_")
+        chars.insert(query_idx + len(query) + 1, "_")
+        chars.insert(pronoun_idx + 2, "[")
+        chars.insert(pronoun_idx + len(pronoun) + 2 + 1, "]")
+    else:
+        chars.insert(pronoun_idx, "[")
+        chars.insert(pronoun_idx + len(pronoun) + 1, "]")
+        chars.insert(query_idx + 2, "_")
+        chars.insert(query_idx + len(query) + 2 + 1, "_")
+    return "".join(chars), None
+
+
+NLI_LABELS = ["contradiction", "entailment", "neutral"]  # [PROC] CmnliProcessor.get_labels
+# CLUE's data set name -> (record -> (text_a, text_b), label list of get_labels()).
+PROCESSORS: dict[str, tuple[Callable[[dict], tuple], list[str]]] = {
+    "afqmc": (_pair("sentence1", "sentence2"), ["0", "1"]),
+    "cmnli": (_pair("sentence1", "sentence2"), NLI_LABELS),
+    "ocnli": (_pair("sentence1", "sentence2"), NLI_LABELS),
+    "csl": (_csl, ["0", "1"]),
+    "cluewsc2020": (_wsc, ["true", "false"]),
+    "tnews": (_single("sentence"), [str(100 + i) for i in range(17) if i not in (5, 11)]),
+    "iflytek": (_single("sentence"), [str(i) for i in range(119)]),
+}
+
+
+class Features(NamedTuple):
+    """The recipe's encoded records: int64 [records, max_length] arrays, lengths [records],
+    label indices [records] (InputFeatures of [PROC])."""
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    token_type_ids: np.ndarray
+    lengths: np.ndarray
+    labels: np.ndarray
+
+
+def read_records(path: str) -> list[dict]:
+    """The official JSON-lines file, one record a line ([PROC] DataProcessor._read_json)."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def recipe_features(dataset: str, path: str, tokenizer, max_length: int) -> Features:
+    """Every labelled record of `path` as the recipe encodes it. A record whose label is
+    not one of get_labels() (NLI's "-", no majority label) is left out, as cmrcx does;
+    the script itself would stop on it (label_map KeyError)."""
+    texts_of, labels = PROCESSORS[dataset]
+    label_index = {label: i for i, label in enumerate(labels)}
+    rows = []
+    for number, record in enumerate(read_records(path), 1):
+        label = str(record.get("label"))
+        if label not in label_index:
+            continue
+        try:
+            text_a, text_b = texts_of(record)
+        except KeyError as error:
+            raise DataFormatError(f"{path}: record {number}: no field {error}") from None
+        encoded = tokenizer(
+            text_a, text_b, max_length=max_length, truncation=True, return_token_type_ids=True
+        )
+        ids, types = encoded["input_ids"], encoded["token_type_ids"]
+        padding = max_length - len(ids)
+        rows.append(
+            (ids + [0] * padding, [1] * len(ids) + [0] * padding, types + [0] * padding,
+             len(ids), label_index[label])
+        )  # fmt: skip
+    if not rows:
+        raise DataFormatError(f"{path}: no labelled records")
+    ids, mask, types, lengths, label_ids = zip(*rows, strict=True)
+    return Features(*(np.array(x, np.int64) for x in (ids, mask, types, lengths, label_ids)))
+
+
+def match_rows(batches: Sequence[dict], features: Features) -> list[np.ndarray]:
+    """For each cmrcx batch, the indices of the recipe's features its real rows equal
+    (token ids, segments, mask and label). ConfigError naming the step and row of the
+    first that equals none."""
+    index: dict[tuple, list[int]] = {}
+    for i in range(len(features.labels)):
+        key = (features.input_ids[i].tobytes(), features.token_type_ids[i].tobytes(),
+               features.attention_mask[i].tobytes(), int(features.labels[i]))  # fmt: skip
+        index.setdefault(key, []).append(i)
+    matched = []
+    for step, batch in enumerate(batches, 1):
+        rows = []
+        for row in np.flatnonzero(batch["example_mask"]):
+            key = tuple(
+                np.asarray(batch[name][row], np.int64).tobytes()
+                for name in ("input_ids", "token_type_ids", "input_mask")
+            ) + (int(batch["label"][row]),)
+            if key not in index:
+                raise ConfigError(
+                    f"step {step}, row {row}: cmrcx's input is no record of the official file "
+                    "as the CLUE recipe encodes it (token ids, segments, mask or label differ)"
+                )
+            rows.append(index[key][0])
+        matched.append(np.array(rows))
+    return matched
+
+
+def reference_classifier(config, params: dict, encoder_name: str, num_labels: int, out: str):
+    """transformers' classifier of the family ([RUN] MODEL_CLASSES) holding `params` (the
+    cmrcx tree: encoder + "classifier"), written to `out` by the family's HF writer.
+    Every dropout is 0."""
+    torch, transformers = torch_and_transformers()
+    from cmrcx.models import registry
+
+    family = registry.family_of(config).name
+    if family not in HF_CLASSIFIERS:
+        raise ConfigError(
+            f"the CLUE classification recipe runs {', '.join(HF_CLASSIFIERS)}; not {family}"
+        )
+    writer = importlib.import_module(f"cmrcx.weights.{family}")
+    writer.write_hf_dir(out, params[encoder_name], config, None)
+    model_class = getattr(transformers, HF_CLASSIFIERS[family])
+    transformers.logging.set_verbosity_error()  # no load report (it lists the new head)
+    model = model_class.from_pretrained(out, num_labels=num_labels, dtype=torch.float32)
+    head = params["classifier"]
+    with torch.no_grad():
+        model.classifier.weight.copy_(torch.tensor(np.asarray(head["kernel"]).T))
+        model.classifier.bias.copy_(torch.tensor(np.asarray(head["bias"])))
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model
+
+
+def t_total(train_records: int, batch_size: int, num_epochs: float, max_steps: int | None):
+    """[RUN] train(): max_steps if set, else len(train_dataloader) * num_train_epochs
+    (the loader's last batch partial: ceil)."""
+    if max_steps:
+        return max_steps
+    return int(math.ceil(train_records / batch_size) * num_epochs)
+
+
+def warmup_linear(warmup_steps: int, total: int) -> Callable[[int], float]:
+    """[TF2] WarmupLinearSchedule.lr_lambda: the factor of the rate at update `step`."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return float(step) / float(max(1, warmup_steps))
+        return max(0.0, float(total - step) / float(max(1.0, total - warmup_steps)))
+
+    return factor
+
+
+def adamw_step(torch, groups: list[dict], state: dict, lr: float, eps: float) -> None:
+    """One update of [TF2] AdamW (betas 0.9, 0.999, correct_bias True), in place:
+    denom = sqrt(v) + eps; step = lr * sqrt(1 - b2^t) / (1 - b1^t); p -= step * m / denom;
+    then p -= lr * weight_decay * p."""
+    beta1, beta2 = 0.9, 0.999
+    with torch.no_grad():
+        for group in groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                s = state.setdefault(
+                    id(p), {"step": 0, "m": torch.zeros_like(p), "v": torch.zeros_like(p)}
+                )
+                s["step"] += 1
+                s["m"].mul_(beta1).add_(p.grad, alpha=1.0 - beta1)
+                s["v"].mul_(beta2).addcmul_(p.grad, p.grad, value=1.0 - beta2)
+                denom = s["v"].sqrt().add_(eps)
+                step_size = lr * math.sqrt(1.0 - beta2 ** s["step"]) / (1.0 - beta1 ** s["step"])
+                p.addcdiv_(s["m"], denom, value=-step_size)
+                if group["weight_decay"] > 0.0:
+                    p.add_(p, alpha=-lr * group["weight_decay"])
+
+
+def parameter_groups(model, weight_decay: float) -> list[dict]:
+    """[RUN] train(): optimizer_grouped_parameters, by the names in NO_DECAY."""
+    named = list(model.named_parameters())
+    return [
+        {"params": [p for n, p in named if not any(nd in n for nd in NO_DECAY)],
+         "weight_decay": weight_decay},
+        {"params": [p for n, p in named if any(nd in n for nd in NO_DECAY)], "weight_decay": 0.0},
+    ]  # fmt: skip
+
+
+def collate(torch, features: Features, rows: np.ndarray) -> dict:
+    """[PROC] collate_fn: the rows, cut to the batch's longest; the model's inputs."""
+    longest = int(features.lengths[rows].max())
+    return {
+        "input_ids": torch.tensor(features.input_ids[rows, :longest]),
+        "attention_mask": torch.tensor(features.attention_mask[rows, :longest]),
+        "token_type_ids": torch.tensor(features.token_type_ids[rows, :longest]),
+        "labels": torch.tensor(features.labels[rows]),
+    }
+
+
+class RecipeRun(NamedTuple):
+    learning_rates: list[float]
+    losses: list[float]
+
+
+def train_steps(model, features: Features, batches_rows, hyper: dict) -> RecipeRun:
+    """[RUN] train() over the given batches: forward, backward, clip, AdamW step, schedule.
+
+    hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_proportion,
+    t_total.
+    """
+    torch, _ = torch_and_transformers()
+    groups = parameter_groups(model, hyper["weight_decay"])
+    factor = warmup_linear(int(hyper["t_total"] * hyper["warmup_proportion"]), hyper["t_total"])
+    state: dict = {}
+    rates, losses = [], []
+    model.zero_grad()
+    for step, rows in enumerate(batches_rows):
+        model.train()
+        loss = model(**collate(torch, features, rows))[0]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
+        lr = hyper["learning_rate"] * factor(step)
+        adamw_step(torch, groups, state, lr, hyper["adam_epsilon"])
+        model.zero_grad()
+        rates.append(lr)
+        losses.append(float(loss.item()))
+    return RecipeRun(rates, losses)
+
+
+def predict(model, features: Features, batch_size: int) -> np.ndarray:
+    """[RUN] evaluate(): model.eval(), batches in file order, argmax: label indices
+    [records]."""
+    torch, _ = torch_and_transformers()
+    model.eval()
+    predicted = []
+    with torch.no_grad():
+        for start in range(0, len(features.labels), batch_size):
+            rows = np.arange(start, min(start + batch_size, len(features.labels)))
+            logits = model(**collate(torch, features, rows))[1]
+            predicted.append(logits.numpy().argmax(axis=1))
+    return np.concatenate(predicted)
+
+
+def tokenizer_for(vocab_file: str, lower_case: bool):
+    """[RUN] MODEL_CLASSES: BertTokenizer for every family it runs (ALBERT's Chinese
+    releases included), from the run's vocab.txt; do_lower_case as the run script's flag.
+    The pure-Python tokenizer the script had: `BertTokenizerLegacy` in transformers 5."""
+    _, transformers = torch_and_transformers()
+    if not os.path.isfile(vocab_file):
+        raise ConfigError(f"vocabulary {vocab_file} not found")
+    transformers.logging.set_verbosity_error()  # a note per truncated pair otherwise
+    python_tokenizer = getattr(transformers, "BertTokenizerLegacy", transformers.BertTokenizer)
+    return python_tokenizer(vocab_file, do_lower_case=lower_case)
