@@ -19,7 +19,7 @@ from cmrcx.models import registry
 from cmrcx.models.bert import BertConfig
 from cmrcx.training.partitioning import RULE_SETS
 
-OPTIMIZERS = ("adamw", "released_script")  # RunConfig.optimizer
+OPTIMIZERS = ("adamw", "released_script", "transformers2_adamw")  # RunConfig.optimizer
 # RunConfig.vocab_file standing for the model family's bundled tiny vocabulary
 # (`cmrcx.models.registry.Family.tiny_vocab_file`): local_tiny.gin's, whatever the family.
 TINY_VOCABULARY = "cmrcx:tiny"
@@ -101,6 +101,8 @@ class RunConfig:
     # global-norm clipping). "released_script": the authors' script exactly (its BertAdam:
     # schedule counted in blanks and applied twice, per-tensor clipping, no bias
     # correction; int(epochs) epochs of whole batches); see cmrcx.training.released_optimizer.
+    # "transformers2_adamw": "adamw" with the step of transformers 2.x's AdamW, which CLUE's
+    # PyTorch classifiers ran (cmrcx.training.transformers2_adamw).
     optimizer: str = "adamw"
     seed: int = 0  # parameters, dropout and data order
     mesh_shape: tuple[int, int] = (-1, 1)  # (data, model); -1 takes the rest

@@ -29,6 +29,7 @@ from cmrcx.training import (
     partitioning,
     released_optimizer,
     run_config,
+    transformers2_adamw,
 )
 from cmrcx.training import selection as model_selection
 from cmrcx.training.metric_writer import MetricWriter
@@ -127,7 +128,7 @@ class Runner:
         if not for_training:  # the optimizer's state structure only, to restore checkpoints
             if run.optimizer == "released_script":
                 return 1, released_optimizer.released_bert_adam(run.learning_rate, 1)
-            return 1, adamw_with_warmup(run.learning_rate, 1)
+            return 1, self._adamw(run.optimizer)(run.learning_rate, 1)
         windows, blanks = None, None
         if run.optimizer == "released_script":
             self.task.require_split(run.train_split)
@@ -168,7 +169,7 @@ class Runner:
                 f"{run.batch_size} = {steps} steps",
                 flush=True,
             )
-        optimizer = adamw_with_warmup(
+        optimizer = self._adamw(run.optimizer)(
             run.learning_rate,
             steps,
             run.warmup_fraction,
@@ -177,6 +178,13 @@ class Runner:
             run.adam_epsilon,
         )
         return steps, optimizer
+
+    @staticmethod
+    def _adamw(name: str):
+        """The AdamW with warm-up and linear decay of RunConfig.optimizer (not released_script)."""
+        if name == "transformers2_adamw":
+            return transformers2_adamw.transformers2_adamw_with_warmup
+        return adamw_with_warmup
 
     def _training_examples(self) -> int:
         """Examples (windows) of the training split, counted once."""
