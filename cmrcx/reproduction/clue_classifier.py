@@ -45,11 +45,15 @@ import numpy as np
 from cmrcx.common.errors import ConfigError, DataFormatError
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
-# [RUN] MODEL_CLASSES: the transformers class of each family the CLUE script trains.
+# [RUN] MODEL_CLASSES: the transformers class of each model type the CLUE script trains,
+# by the model_type of the family's HF writer. ALBERT in the albert_zh layout (brightmart's
+# releases, CLUE's ALBERT-tiny) is written as the BertModel that computes the same
+# (`cmrcx.weights.albert.bert_tensors`): transformers has no class for it.
 HF_CLASSIFIERS = {
     "bert": "BertForSequenceClassification",
     "albert": "AlbertForSequenceClassification",
 }
+FAMILIES = ("bert", "albert")  # the cmrcx families the recipe runs
 NO_DECAY = ("bias", "LayerNorm.weight")  # [RUN] train(): no_decay
 
 
@@ -180,15 +184,18 @@ def reference_classifier(config, params: dict, encoder_name: str, num_labels: in
     from cmrcx.models import registry
 
     family = registry.family_of(config).name
-    if family not in HF_CLASSIFIERS:
-        raise ConfigError(
-            f"the CLUE classification recipe runs {', '.join(HF_CLASSIFIERS)}; not {family}"
-        )
+    if family not in FAMILIES:
+        runs = ", ".join(FAMILIES)
+        raise ConfigError(f"the CLUE classification recipe runs {runs}; not {family}")
     writer = importlib.import_module(f"cmrcx.weights.{family}")
     writer.write_hf_dir(out, params[encoder_name], config, None)
-    model_class = getattr(transformers, HF_CLASSIFIERS[family])
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        model_type = json.load(f)["model_type"]
+    model_class = getattr(transformers, HF_CLASSIFIERS[model_type])
     transformers.logging.set_verbosity_error()  # no load report (it lists the new head)
     model = model_class.from_pretrained(out, num_labels=num_labels, dtype=torch.float32)
+    if family == "albert" and model_type == "bert":
+        _share_as_albert_zh(torch, model.bert, writer, params[encoder_name], config)
     head = params["classifier"]
     with torch.no_grad():
         model.classifier.weight.copy_(torch.tensor(np.asarray(head["kernel"]).T))
@@ -197,6 +204,24 @@ def reference_classifier(config, params: dict, encoder_name: str, num_labels: in
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
     return model
+
+
+def _share_as_albert_zh(torch, bert, writer, params: dict, config) -> None:
+    """The BertModel written for an albert_zh ALBERT made to *train* as ALBERT (as CLUE's
+    ALBERT runs, its own transformers/modeling_albert.py): one encoder layer shared by
+    every depth, the word embedding factorised into the [vocab, embedding] table and a
+    bias-free projection to the hidden size (`cmrcx.weights.albert.bert_tensors` writes
+    their product, which computes the same forward but would train otherwise)."""
+    tensors = dict(writer.hf_tensors(params, config))
+    table = torch.nn.Embedding.from_pretrained(
+        torch.tensor(tensors["embeddings.word_embeddings.weight"]), freeze=False
+    )
+    projection = torch.nn.Linear(config.embedding_size, config.hidden_size, bias=False)
+    with torch.no_grad():
+        projection.weight.copy_(torch.tensor(tensors["embeddings.word_embeddings_2.weight"]))
+    bert.embeddings.word_embeddings = torch.nn.Sequential(table, projection)
+    for depth in range(1, len(bert.encoder.layer)):
+        bert.encoder.layer[depth] = bert.encoder.layer[0]
 
 
 def t_total(train_records: int, batch_size: int, num_epochs: float, max_steps: int | None):
