@@ -15,6 +15,7 @@ from typing import NamedTuple
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_CLASSIFICATION
 from cmrcx.common.errors import ConfigError
 from cmrcx.reproduction import clue_classifier, cmrcx_steps
+from cmrcx.reproduction.reference_imports import torch_and_transformers
 from cmrcx.training.run_config import RunConfig
 
 # float32 on CPU: the two frameworks sum in different orders; differences stay near
@@ -64,6 +65,7 @@ def check_reproduction(
         )
     if steps < 1:
         raise ConfigError(f"--steps {steps}: give at least 1")
+    torch_and_transformers()  # missing: said now, before the cmrcx side runs
     if work_dir is None:
         with tempfile.TemporaryDirectory() as scratch:
             return check_reproduction(run, steps, tolerance, scratch)

@@ -1,0 +1,61 @@
+"""`python -m cmrcx.check_reproduction --gin_file=GIN [--gin.X=...] --steps N [--json]`
+
+Before spending GPU days on a run: runs N steps of the gin's run (its data, its
+PRETRAINED checkpoint, its optimizer and schedule) twice from the same weights on the same
+batches, dropout off: in cmrcx, and in the benchmark's reference recipe in PyTorch +
+transformers (pip install 'cmrcx[convert]'). Prints a row per step (learning rate, cmrcx
+loss, reference loss, relative difference) and a verdict, "same" or "different";
+--json prints {"rows": [{"step", "learning_rate", "loss", "reference_loss",
+"relative_difference"}, ...], "max_relative_difference", "verdict"}.
+
+Recipes: CLUE classification (AFQMC, TNEWS, IFLYTEK, OCNLI, CMNLI, CLUEWSC2020, CSL;
+BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. MODEL_DIR is not
+used (both sides write into a temporary folder) and need not be set.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+
+from cmrcx.common import hugepages
+
+if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
+    hugepages.restart_with_hugepages()
+
+from cmrcx.cli import launch  # noqa: E402
+
+FLAGS = (
+    ("--steps", {"type": int, "default": 3, "help": "optimizer steps to compare (default 3)"}),
+    ("--json", {"action": "store_true", "help": "print the comparison as one JSON object"}),
+    (
+        "--tolerance",
+        {
+            "type": float,
+            "default": None,
+            "help": "largest relative loss difference "
+            "called the same (default 1e-4: float32, frameworks summing in other orders)",
+        },
+    ),  # fmt: skip
+)
+
+
+def main(argv) -> None:
+    args = launch.parse_flags(argv, __doc__, FLAGS)
+    with tempfile.TemporaryDirectory() as scratch:
+        # MODEL_DIR first, so a user's --gin.MODEL_DIR still parses; it is not used.
+        launch.parse_gin(args.gin_file, [f"MODEL_DIR = '{scratch}/unused'", *args.gin_bindings])
+        launch.prepare_process()
+        run = launch.run_config_from_gin()
+        from cmrcx.reproduction import check  # after gin: jax, tf and torch start here
+
+        tolerance = check.DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+        comparison = check.check_reproduction(run, args.steps, tolerance, work_dir=scratch)
+    if args.json:
+        print(json.dumps(check.report_json(comparison)))
+    else:
+        print(check.table(comparison, tolerance))
+
+
+if __name__ == "__main__":
+    launch.main_guard(main)
