@@ -12,7 +12,8 @@ from pathlib import Path
 from support import REPO_ROOT
 
 REPO = REPO_ROOT
-ENTRY_POINTS = {"train", "eval", "export", "score", "convert", "tokenize", "generate", "inspect"}
+ENTRY_POINTS = {"train", "eval", "export", "score", "convert", "tokenize", "generate", "inspect",
+                "check_reproduction"}  # fmt: skip
 
 # A module may import modules of its own layer and of lower ranks only.
 RANKS = {
@@ -25,6 +26,7 @@ RANKS = {
     "model_api": 2,
     "tasks": 3,
     "training": 4,
+    "reproduction": 5,  # runs a training run beside its PyTorch reference recipe
     "cli": 5,
     "entry": 6,
 }
