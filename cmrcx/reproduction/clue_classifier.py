@@ -90,6 +90,11 @@ def _wsc(record: dict):
 
 
 NLI_LABELS = ["contradiction", "entailment", "neutral"]  # [PROC] CmnliProcessor.get_labels
+# OCNLI: run_classifier_ocnli.sh passes --task_name=ocnli, which [PROC] @0059793 does not
+# list; its NLI processor (CmnliProcessor: sentence1, sentence2, these labels) is followed.
+# Every task's gold label is read from "label", the field cmrcx's task table reads
+# (CmnliProcessor reads "gold_label"; which field the released files hold is not checked
+# here).
 # CLUE's data set name -> (record -> (text_a, text_b), label list of get_labels()).
 PROCESSORS: dict[str, tuple[Callable[[dict], tuple], list[str]]] = {
     "afqmc": (_pair("sentence1", "sentence2"), ["0", "1"]),
