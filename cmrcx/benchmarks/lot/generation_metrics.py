@@ -1,7 +1,7 @@
 """PlotCom and OutGen metrics with the semantics of the organisers' OutGen eval.py (the
 script is IndexFziQ/LongLM-Eyas@7a1c41d datasets/chn/eval.py, the copy a competition team
-kept of the organisers' scorer; its repetition-n is the CUGE copy's, index id
-23776376797). Each function names the script function it follows. Values are fractions, as
+kept of the organisers' scorer; its repetition-n is that of the copy of the same script in
+the CUGE benchmark's evaluation code). Each function names the script function it follows. Values are fractions, as
 the script prints them.
 
 Keys of `generation_metrics`, in this order: the script's ``bleu-1..4``, ``distinct-1..4``
