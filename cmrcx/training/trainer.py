@@ -82,8 +82,16 @@ def warmup_linear_decay(
     learning_rate: float, num_train_steps: int, warmup_fraction: float = 0.1
 ) -> optax.Schedule:
     """The learning rate of update `count` (0-based): linear warm-up from 0 over
-    max(1, int(steps * fraction)) updates, then linear decay to 0 at `num_train_steps`."""
-    warmup_steps = max(1, int(num_train_steps * warmup_fraction))
+    int(steps * fraction) updates, then linear decay to 0 at `num_train_steps`.
+
+    transformers' get_linear_schedule_with_warmup (and 2.x's WarmupLinearSchedule):
+    lr * count / warmup before `warmup`, then lr * (steps - count) / (steps - warmup). With
+    no warm-up step (fraction 0, as the LOT authors' lightning_base.py and Trainer
+    defaults) the first update takes the whole rate, not 0.
+    """
+    warmup_steps = int(num_train_steps * warmup_fraction)
+    if warmup_steps == 0:
+        return optax.linear_schedule(learning_rate, 0.0, max(1, num_train_steps))
     return optax.join_schedules(
         [
             optax.linear_schedule(0.0, learning_rate, warmup_steps),
