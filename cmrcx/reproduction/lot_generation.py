@@ -1,0 +1,274 @@
+"""The LongLM authors' generation fine-tuning recipe (OutGen, PlotCom), in PyTorch.
+
+Sources (thu-coai/LOT-LongLM @cea3543, longlm/):
+  [FT]   finetune_trainer.py: Seq2SeqTrainer(model, training_args, data_collator=
+         Seq2SeqDataCollator(tokenizer, data_args, decoder_start_token_id)), trainer.train()
+  [S2S]  seq2seq_trainer.py: Seq2SeqTrainer (create_optimizer_and_scheduler, _compute_loss)
+  [UT]   utils.py: Seq2SeqDataCollator, trim_batch
+  [TR4]  transformers 4.x Trainer.train and optimization.py (AdamW, get_linear_schedule_
+         with_warmup), the library [FT] was written against (LongLM's README: 4.6.0)
+
+What is the recipe's, line for line:
+  - batch: [UT] Seq2SeqDataCollator._encode: tokenizer.prepare_seq2seq_batch(sources,
+    targets, max_length, max_target_length, padding="longest"): both sides end in `</s>`,
+    padded with the tokenizer's pad id (the `<pad>` piece) to the batch's longest; labels
+    are the padded target ids (pad, not -100); decoder_input_ids = _shift_right_t5(labels):
+    the tokenizer's pad id first (a T5Tokenizer's collator: not the model config's
+    decoder_start_token_id), then labels[:-1];
+  - loss: [S2S] _compute_loss with label_smoothing 0 (Seq2SeqTrainingArguments' default)
+    and ignore_pad_token_for_loss (DataTrainingArguments' default True): logits =
+    model(input_ids, attention_mask, decoder_input_ids)[0], CrossEntropyLoss(
+    ignore_index=config.pad_token_id): the mean over the batch's target tokens that are
+    not the model config's pad id;
+  - optimizer: [S2S] create_optimizer_and_scheduler: no_decay ["bias",
+    "LayerNorm.weight"] (no T5 parameter matches either: every one is in the decayed
+    group, which weight decay 0, TrainingArguments' default and cmrcx's, leaves alone),
+    [TR4] AdamW(lr, betas (0.9, 0.999), eps), epsilon added to sqrt(v) before the bias
+    correction of the step size (`clue_classifier.adamw_step`, the same code);
+  - schedule: [S2S] _get_lr_scheduler "linear": get_linear_schedule_with_warmup(
+    warmup_steps, num_training_steps), the rate of update k lr * k / warmup before
+    warmup_steps, then lr * max(0, (T - k) / max(1, T - warmup)); [TR4] Trainer.train:
+    T = max_steps if > 0, else ceil(epochs * max(1, len(train_dataloader) // accumulation));
+  - each update: [TR4] loss.backward(), clip_grad_norm_(model.parameters(),
+    max_grad_norm), optimizer.step(), lr_scheduler.step();
+  - generation: transformers' model.generate(input_ids, attention_mask,
+    decoder_start_token_id, max_new_tokens) greedy (do_sample False, num_beams 1).
+
+What the comparison substitutes: the examples are cmrcx's token ids (its seeded order,
+not [S2S] _get_train_sampler's RandomSampler); its real tokens are taken as the
+collator's encoding (the ids themselves are compared with transformers 4.6's
+T5Tokenizer in tests/vocab/test_sentencepiece_vocab.py, not here). The script's dtype
+(finetune.sh has no --fp16) is float32 on both sides.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from cmrcx.common.errors import ConfigError
+from cmrcx.reproduction import clue_classifier
+from cmrcx.reproduction.reference_imports import torch_and_transformers
+
+NO_DECAY = ("bias", "LayerNorm.weight")  # [S2S] create_optimizer_and_scheduler: no_decay
+
+
+class RecipeRun(NamedTuple):
+    learning_rates: list[float]
+    losses: list[float]
+
+
+def reference_t5(config, params: dict, out: str):
+    """transformers' T5ForConditionalGeneration holding `params` (cmrcx's T5 tree), written
+    to `out` by cmrcx's HF writer; every dropout 0, float32."""
+    torch, transformers = torch_and_transformers()
+    from cmrcx.models import registry
+    from cmrcx.weights import t5 as t5_weights
+
+    family = registry.family_of(config).name
+    if family != "t5":
+        raise ConfigError(f"the LongLM authors' recipes train a T5 (LongLM); not {family}")
+    t5_weights.write_hf_dir(out, params, config, None)
+    transformers.logging.set_verbosity_error()
+    model = transformers.T5ForConditionalGeneration.from_pretrained(out, dtype=torch.float32)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model
+
+
+def _padded(rows: list[np.ndarray], pad_id: int) -> np.ndarray:
+    """The rows right-padded with `pad_id` to the longest (padding="longest")."""
+    longest = max(len(row) for row in rows)
+    return np.array([np.pad(r, (0, longest - len(r)), constant_values=pad_id) for r in rows])
+
+
+def collate(torch, batch: dict, pad_id: int) -> dict:
+    """[UT] Seq2SeqDataCollator.__call__ on a cmrcx batch's real rows: input_ids,
+    attention_mask int64 [rows, longest source]; labels, decoder_input_ids int64
+    [rows, longest target] (filled with the tokenizer's `pad_id`; decoder inputs =
+    pad_id + labels[:-1])."""
+    rows = np.flatnonzero(batch["example_mask"])
+    if not len(rows):
+        raise ConfigError("a cmrcx batch without real rows: nothing for the recipe to train on")
+    sources = [batch["inputs"][r][batch["inputs_mask"][r] > 0] for r in rows]
+    targets = [batch["targets"][r][batch["targets_mask"][r] > 0] for r in rows]
+    input_ids, labels = _padded(sources, pad_id), _padded(targets, pad_id)
+    attention_mask = _padded([np.ones(len(s), np.int64) for s in sources], 0)
+    decoder_input_ids = np.full_like(labels, pad_id)  # [UT] _shift_right_t5
+    decoder_input_ids[:, 1:] = labels[:, :-1]
+    return {
+        "input_ids": torch.tensor(input_ids, dtype=torch.int64),
+        "attention_mask": torch.tensor(attention_mask, dtype=torch.int64),
+        "decoder_input_ids": torch.tensor(decoder_input_ids, dtype=torch.int64),
+        "labels": torch.tensor(labels, dtype=torch.int64),
+    }
+
+
+def linear_factor(warmup_steps: int, total: float):
+    """[TR4] get_linear_schedule_with_warmup's lr_lambda: the factor of update `step`."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return float(step) / float(max(1, warmup_steps))
+        return max(0.0, float(total - step) / float(max(1, total - warmup_steps)))
+
+    return factor
+
+
+def trainer_total_steps(
+    train_records: int, batch_size: int, num_epochs: float, accumulation: int, max_steps: int
+) -> int:
+    """[TR4] Trainer.train: max_steps when > 0, else ceil(epochs * update steps per epoch),
+    an epoch being len(DataLoader) // accumulation (at least 1) updates."""
+    if max_steps and max_steps > 0:
+        return max_steps
+    per_epoch = max(1, math.ceil(train_records / batch_size) // accumulation)
+    return math.ceil(num_epochs * per_epoch)
+
+
+def token_loss(torch, model, inputs: dict, pad_id: int):
+    """[S2S] _compute_loss (label smoothing 0, ignore_pad_token_for_loss): the mean
+    cross-entropy over the non-pad labels."""
+    logits = model(
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs["attention_mask"],
+        decoder_input_ids=inputs["decoder_input_ids"],
+        use_cache=False,
+    )[0]
+    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=pad_id)
+    return loss_fn(logits.view(-1, logits.shape[-1]), inputs["labels"].view(-1))
+
+
+def train_steps(model, batches, hyper: dict) -> RecipeRun:
+    """[TR4] Trainer.train over the given cmrcx batches, one update per batch.
+
+    hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_steps,
+    total_steps, tokenizer_pad (the collator's), config_pad (the loss's ignore_index).
+    """
+    torch, _ = torch_and_transformers()
+    groups = clue_classifier.parameter_groups(model, hyper["weight_decay"])  # same no_decay
+    factor = linear_factor(hyper["warmup_steps"], hyper["total_steps"])
+    state: dict = {}
+    rates, losses = [], []
+    model.zero_grad()
+    for step, batch in enumerate(batches):
+        model.train()
+        inputs = collate(torch, batch, hyper["tokenizer_pad"])
+        loss = token_loss(torch, model, inputs, hyper["config_pad"])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
+        lr = hyper["learning_rate"] * factor(step)
+        clue_classifier.adamw_step(torch, groups, state, lr, hyper["adam_epsilon"])
+        model.zero_grad()
+        rates.append(lr)
+        losses.append(float(loss.item()))
+    return RecipeRun(rates, losses)
+
+
+def greedy(model, sources: list[np.ndarray], start_id: int, max_new_tokens: int, pad_id: int):
+    """transformers' greedy `generate` of each source (int ids, EOS included), one at a
+    time: int64 [sources, max_new_tokens], pad after EOS (no decoder start token)."""
+    torch, _ = torch_and_transformers()
+    model.eval()
+    out = np.full([len(sources), max_new_tokens], pad_id, np.int64)
+    with torch.no_grad():
+        for i, source in enumerate(sources):
+            ids = torch.tensor(np.asarray(source, np.int64)[None])
+            tokens = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                num_beams=1,
+                max_new_tokens=max_new_tokens,
+                decoder_start_token_id=start_id,
+                pad_token_id=pad_id,
+            )[0, 1:].numpy()
+            out[i, : len(tokens)] = tokens
+    return out
+
+
+def tokenizer_pad_id(runner) -> int:
+    """The id of the run vocabulary's `<pad>` piece: T5Tokenizer's pad_token_id, what the
+    authors' collators pad with (`cmrcx.vocab.sentencepiece`'s `pad_id`)."""
+    import seqio
+
+    name = getattr(runner.task, "row_task", runner.train_task)  # generation: the text task
+    return int(seqio.get_mixture_or_task(name).output_features["inputs"].vocabulary.pad_id)
+
+
+class GenerationRecipe:
+    """[FT] set up from a cmrcx seq2seq run (`cmrcx_steps.CmrcxSteps`): the same weights
+    in transformers' T5, the run's hyper-parameters as Seq2SeqTrainingArguments."""
+
+    def __init__(self, ours, hf_dir: str):
+        run = ours.runner.run
+        self.run, self.ours = run, ours
+        encoder = ours.runner.model.encoder_name
+        self.model = reference_t5(run.model, ours.initial_params[encoder], hf_dir)
+        self.pad_id = int(self.model.config.pad_token_id)
+        self.tokenizer_pad = tokenizer_pad_id(ours.runner)
+
+    def hyper(self) -> dict:
+        """TrainingArguments from the run: warmup_steps = int(T * warmup_fraction) (the
+        script takes a step count; cmrcx's gin a fraction), max_steps = the run's
+        num_train_steps when set, no gradient accumulation."""
+        run = self.run
+        if run.grad_accum_steps != 1:
+            raise ConfigError(
+                "the generation recipe runs without gradient accumulation: "
+                f"RunConfig.grad_accum_steps is {run.grad_accum_steps}"
+            )
+        records = self.ours.runner._training_examples()
+        total = trainer_total_steps(
+            records, run.batch_size, run.num_epochs, 1, run.num_train_steps or 0
+        )
+        return {
+            "learning_rate": run.learning_rate,
+            "weight_decay": run.weight_decay,
+            "adam_epsilon": run.adam_epsilon,
+            "max_grad_norm": run.max_grad_norm,
+            "warmup_steps": int(total * run.warmup_fraction),
+            "total_steps": total,
+            "tokenizer_pad": self.tokenizer_pad,
+            "config_pad": self.pad_id,
+        }
+
+    def train(self, batches) -> RecipeRun:
+        return train_steps(self.model, batches, self.hyper())
+
+    def greedy(self, sources: list[np.ndarray], max_new_tokens: int) -> np.ndarray:
+        """The trained model's greedy generations, started as cmrcx's generation starts
+        (RunConfig.generation_start_token_id, else the config's decoder start)."""
+        start = self.run.generation_start_token_id
+        if start is None:
+            start = self.run.model.decoder_start_token_id
+        return greedy(self.model, sources, start, max_new_tokens, self.pad_id)
+
+
+def first_sources(runner, split: str, count: int) -> list[np.ndarray]:
+    """The first `count` inputs of `split` in file order, as cmrcx's run task encodes
+    them (ids, EOS included, unpadded)."""
+    import seqio
+
+    dataset = seqio.get_mixture_or_task(runner.task.row_task).get_dataset(
+        sequence_length=None, split=split, shuffle=False
+    )
+    return [np.asarray(ex["inputs"]) for ex in dataset.take(count).as_numpy_iterator()]
+
+
+def cmrcx_greedy(runner, params, sources: list[np.ndarray], max_new_tokens: int) -> np.ndarray:
+    """cmrcx's greedy generation (`cmrcx.models.decoding.greedy` with the run's generation
+    start) of the sources as one right-padded batch: int [sources, max_new_tokens], pad
+    after EOS."""
+    from cmrcx.models import decoding
+
+    model = runner.model
+    ids = _padded([np.asarray(s, np.int32) for s in sources], model.generator.pad_token_id)
+    mask = _padded([np.ones(len(s), np.int32) for s in sources], 0)
+    decoded = decoding.greedy(
+        model.generator, params[model.encoder_name], ids, mask, max_new_tokens
+    )
+    return np.asarray(decoded.tokens, np.int64)
