@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_CLASSIFICATION
 from cmrcx.common.errors import ConfigError
-from cmrcx.reproduction import clue_classifier, cmrcx_steps
+from cmrcx.reproduction import clue_classifier, cmrcx_steps, lot_generation, lot_understanding
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 from cmrcx.training.run_config import RunConfig
 
@@ -44,8 +44,17 @@ def relative_difference(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
+# The LOT tasks with a recipe: the LongLM authors' finetune.py (ClozeT, their layout) and
+# finetune_trainer.py (generation); cmrcx.reproduction.lot_understanding / lot_generation.
+LOT_RECIPES = {
+    "lot_clozet_longlm_authors": lot_understanding.ClozeTAuthorsRecipe,
+    "lot_outgen": lot_generation.GenerationRecipe,
+    "lot_plotcom": lot_generation.GenerationRecipe,
+}
+
+
 def supported_tasks() -> list[str]:
-    return sorted(CLUE_CLASSIFICATION.keys() - {"clue_diagnostics"})
+    return sorted((CLUE_CLASSIFICATION.keys() - {"clue_diagnostics"}) | LOT_RECIPES.keys())
 
 
 def check_reproduction(
@@ -61,7 +70,8 @@ def check_reproduction(
     if run.task not in supported_tasks():
         raise ConfigError(
             f"no reference recipe for {run.task} yet: check_reproduction supports "
-            f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py)"
+            f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py; "
+            "the LongLM authors' finetune.py and finetune_trainer.py)"
         )
     if steps < 1:
         raise ConfigError(f"--steps {steps}: give at least 1")
@@ -72,7 +82,8 @@ def check_reproduction(
     ours = cmrcx_steps.run_steps(
         cmrcx_steps.comparison_run(run, os.path.join(work_dir, "cmrcx")), steps
     )
-    reference = ClueClassifierRecipe(ours, os.path.join(work_dir, "reference"))
+    recipe = LOT_RECIPES.get(run.task, ClueClassifierRecipe)
+    reference = recipe(ours, os.path.join(work_dir, "reference"))
     recorded = reference.train(ours.batches)
     rows = [
         Row(i + 1, ours.learning_rates[i], ours.losses[i], recorded.losses[i],
