@@ -9,7 +9,9 @@ loss, reference loss, relative difference) and a verdict, "same" or "different";
 "relative_difference"}, ...], "max_relative_difference", "verdict"}.
 
 Recipes: CLUE classification (AFQMC, TNEWS, IFLYTEK, OCNLI, CMNLI, CLUEWSC2020, CSL;
-BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. MODEL_DIR is not
+BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. LOT (T5 / LongLM):
+lot_clozet_longlm_authors, the LongLM authors' baselines/understanding/finetune.py;
+lot_outgen and lot_plotcom, their longlm/finetune_trainer.py. MODEL_DIR is not
 used (both sides write into a temporary folder) and need not be set.
 """
 
