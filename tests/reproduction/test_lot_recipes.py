@@ -268,3 +268,15 @@ def test_plotcom_steps_are_finetune_trainers(tmp_path):
     print("losses", [(row.loss, row.reference_loss) for row in compared.rows])
     assert compared.verdict == "same" and not compared.learning_rates_differ
     assert compared.max_relative_difference <= TOLERANCE
+
+
+def test_the_recipes_refuse_what_they_cannot_run(tmp_path):
+    from cmrcx.common.errors import ConfigError
+    from cmrcx.models.bert import BertConfig
+
+    with pytest.raises(ConfigError, match="train a T5 \\(LongLM\\); not bert"):
+        lot_generation.reference_t5(BertConfig(), {}, str(tmp_path))
+    empty = {k: np.zeros([1, 2], int) for k in ("inputs", "inputs_mask", "targets")}
+    empty |= {"targets_mask": np.zeros([1, 2], int), "example_mask": np.zeros([1], int)}
+    with pytest.raises(ConfigError, match="without real rows"):
+        lot_generation.collate(torch, empty, pad_id=0)
