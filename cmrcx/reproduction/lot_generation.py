@@ -79,7 +79,7 @@ def reference_t5(config, params: dict, out: str):
     return model
 
 
-def _padded(rows: list[np.ndarray], pad_id: int) -> np.ndarray:
+def padded(rows: list[np.ndarray], pad_id: int) -> np.ndarray:
     """The rows right-padded with `pad_id` to the longest (padding="longest")."""
     longest = max(len(row) for row in rows)
     return np.array([np.pad(r, (0, longest - len(r)), constant_values=pad_id) for r in rows])
@@ -95,8 +95,8 @@ def collate(torch, batch: dict, pad_id: int) -> dict:
         raise ConfigError("a cmrcx batch without real rows: nothing for the recipe to train on")
     sources = [batch["inputs"][r][batch["inputs_mask"][r] > 0] for r in rows]
     targets = [batch["targets"][r][batch["targets_mask"][r] > 0] for r in rows]
-    input_ids, labels = _padded(sources, pad_id), _padded(targets, pad_id)
-    attention_mask = _padded([np.ones(len(s), np.int64) for s in sources], 0)
+    input_ids, labels = padded(sources, pad_id), padded(targets, pad_id)
+    attention_mask = padded([np.ones(len(s), np.int64) for s in sources], 0)
     decoder_input_ids = np.full_like(labels, pad_id)  # [UT] _shift_right_t5
     decoder_input_ids[:, 1:] = labels[:, :-1]
     return {
@@ -266,8 +266,8 @@ def cmrcx_greedy(runner, params, sources: list[np.ndarray], max_new_tokens: int)
     from cmrcx.models import decoding
 
     model = runner.model
-    ids = _padded([np.asarray(s, np.int32) for s in sources], model.generator.pad_token_id)
-    mask = _padded([np.ones(len(s), np.int32) for s in sources], 0)
+    ids = padded([np.asarray(s, np.int32) for s in sources], model.generator.pad_token_id)
+    mask = padded([np.ones(len(s), np.int32) for s in sources], 0)
     decoded = decoding.greedy(
         model.generator, params[model.encoder_name], ids, mask, max_new_tokens
     )

@@ -73,11 +73,11 @@ def collate(torch, batch: dict, pad_id: int) -> dict:
         raise ConfigError("a cmrcx batch without real rows: nothing for the recipe to train on")
     sources = [batch["inputs"][r][batch["inputs_mask"][r] > 0] for r in rows]
     targets = [batch["targets"][r][batch["targets_mask"][r] > 0] for r in rows]
-    mask = lot_generation._padded([np.ones(len(s), np.int64) for s in sources], 0)
+    mask = lot_generation.padded([np.ones(len(s), np.int64) for s in sources], 0)
     return {
-        "input_ids": torch.tensor(lot_generation._padded(sources, pad_id), dtype=torch.int64),
+        "input_ids": torch.tensor(lot_generation.padded(sources, pad_id), dtype=torch.int64),
         "attention_mask": torch.tensor(mask, dtype=torch.int64),
-        "labels": torch.tensor(lot_generation._padded(targets, pad_id), dtype=torch.int64),
+        "labels": torch.tensor(lot_generation.padded(targets, pad_id), dtype=torch.int64),
     }
 
 
