@@ -1,8 +1,8 @@
 """PlotCom and OutGen metrics with the semantics of the organisers' OutGen eval.py (the
 script is IndexFziQ/LongLM-Eyas@7a1c41d datasets/chn/eval.py, the copy a competition team
 kept of the organisers' scorer; its repetition-n is that of the copy of the same script in
-the CUGE benchmark's evaluation code). Each function names the script function it follows. Values are fractions, as
-the script prints them.
+the CUGE benchmark's evaluation code). Each function names the script function it follows.
+Values are fractions, as the script prints them.
 
 Keys of `generation_metrics`, in this order: the script's ``bleu-1..4``, ``distinct-1..4``
 (character n-grams of the space-joined jieba string, as the public script counts them),
