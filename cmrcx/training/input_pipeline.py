@@ -12,7 +12,9 @@ Evaluation reads the rows in order, the last batch padded to full size with
 Without a store (a SeqIO mixture, whose examples are sampled from its tasks, or a
 caller that passes none) the examples are cached in memory, shuffled with a buffer
 of SHUFFLE_BUFFER and a fixed seed each epoch and repeated; a resumed run skips k
-batches. Either way the order is a pure function of (seed, step).
+batches. Either way the order is a pure function of (seed, step). With `shuffle=False` every
+epoch reads the split in file order (windows as the task makes them), as the authors'
+scripts do with a SequentialSampler: the order then does not depend on the seed.
 
 Multi-host: every host builds the same global batch and keeps only its rows, a
 `seqio.ShardInfo` of the batch (`host_shard`). The examples are deliberately not
@@ -63,10 +65,15 @@ def epoch_permutation(seed: int, epoch: int, count: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(count)
 
 
-def training_indices(seed: int, count: int, positions: np.ndarray, cache: dict) -> np.ndarray:
+def training_indices(
+    seed: int, count: int, positions: np.ndarray, cache: dict, shuffle: bool = True
+) -> np.ndarray:
     """Example index at each global position (step * batch + row) of the endless,
-    epoch-by-epoch shuffled stream; `cache` keeps the epochs' permutations in use."""
+    epoch-by-epoch shuffled stream; `cache` keeps the epochs' permutations in use.
+    shuffle=False: every epoch in file order (index = position mod count)."""
     epochs, offsets = np.divmod(positions, count)
+    if not shuffle:
+        return offsets
     out = np.empty_like(positions)
     for epoch in np.unique(epochs):
         if epoch not in cache:
@@ -129,21 +136,24 @@ def train_batches(
     start_step: int = 0,
     shard: seqio.ShardInfo | None = None,
     store: PreparedStore | None = None,
+    shuffle: bool = True,
 ) -> Iterator[dict[str, np.ndarray]]:
     """Endless shuffled batches from step `start_step` on (resume).
 
     `batch_size` is global. Each array is [batch_size / shard.num_shards, ...]:
     this host's `shard` rows of the global batch (all rows when `shard` is None).
+    shuffle=False: each epoch in file order, the seed unused.
     """
     rows = host_rows(batch_size, shard)
     prepared = _prepared(store, task_name, split)
     if prepared is not None:
         yield from _prepared_train_batches(
-            prepared, batch_size, rows, device_keys, seed, start_step
+            prepared, batch_size, rows, device_keys, seed, start_step, shuffle
         )
         return
     dataset = _examples(task_name, split).cache()
-    dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    if shuffle:
+        dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.repeat().batch(batch_size, drop_remainder=True)
     dataset = dataset.skip(start_step).prefetch(2)
     for batch in tf_iterators.numpy_iterator(dataset):
@@ -159,6 +169,7 @@ def _prepared_train_batches(
     device_keys: Sequence[str],
     seed: int,
     step: int,
+    shuffle: bool = True,
 ) -> Iterator[dict[str, np.ndarray]]:
     """This host's `rows` of the global batches of `batch_size` from `step` on."""
     if not len(prepared):
@@ -167,7 +178,7 @@ def _prepared_train_batches(
     permutations = {}
     while True:
         positions = step * batch_size + np.arange(rows.start, rows.stop, dtype=np.int64)
-        indices = training_indices(seed, len(prepared), positions, permutations)
+        indices = training_indices(seed, len(prepared), positions, permutations, shuffle)
         batch = prepared.rows(indices, keys)
         batch["example_mask"] = np.ones([rows.stop - rows.start], np.int32)
         yield batch

@@ -105,6 +105,10 @@ class RunConfig:
     # PyTorch classifiers ran (cmrcx.training.transformers2_adamw).
     optimizer: str = "adamw"
     seed: int = 0  # parameters, dropout and data order
+    # False: the training windows in file order every epoch, as a script with a
+    # SequentialSampler reads them (the CMRC 2019 script-parity test); True: a seeded
+    # permutation per epoch (the authors' scripts' RandomSampler, in distribution).
+    shuffle_train: bool = True
     mesh_shape: tuple[int, int] = (-1, 1)  # (data, model); -1 takes the rest
     partitioning: str = "data"  # rule set: data | fsdp | tensor (cmrcx.training.partitioning)
     logical_rules: tuple | None = None  # an explicit rules table; overrides `partitioning`

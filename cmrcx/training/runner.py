@@ -354,6 +354,7 @@ class Runner:
             start,
             shard,
             self.store,
+            shuffle=self.run.shuffle_train,
         )
 
     def _evaluation_missing(self, start: int, end: int) -> bool:

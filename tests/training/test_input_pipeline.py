@@ -60,6 +60,32 @@ def test_train_order_is_a_function_of_seed_and_step(tasks, store):
     assert not np.array_equal(first(1, 0)[0], run[0])  # another seed, another order
 
 
+def test_unshuffled_training_reads_the_windows_in_file_order(tasks, store):
+    """shuffle=False (RunConfig.shuffle_train): batch k holds windows k*b .. k*b+b-1 of the
+    task as written, whatever the seed, and the next epoch starts again at window 0."""
+    training, _ = tasks
+    total = input_pipeline.count_examples(training, "train", store)
+    in_order = next(
+        input_pipeline.train_batches(training, "train", total, TRAIN_KEYS, 0, 0, None, store, False)
+    )
+    batch_size = 3
+    steps = total // batch_size + 2  # into the second epoch
+    for seed in (0, 5):
+        it = input_pipeline.train_batches(
+            training, "train", batch_size, TRAIN_KEYS, seed, 0, None, store, shuffle=False
+        )
+        rows = np.concatenate([next(it)["input_ids"] for _ in range(steps)])
+        positions = np.arange(steps * batch_size) % total
+        np.testing.assert_array_equal(rows, in_order["input_ids"][positions])
+    shuffled = input_pipeline.train_batches(training, "train", total, TRAIN_KEYS, 0, 0, None, store)
+    assert not np.array_equal(next(shuffled)["input_ids"], in_order["input_ids"])
+    windows = seqio.get_mixture_or_task(training).get_dataset(
+        sequence_length=None, split="train", shuffle=False
+    )
+    first = next(windows.as_numpy_iterator())  # the task's first window, as written
+    np.testing.assert_array_equal(in_order["input_ids"][0], first["input_ids"])
+
+
 def test_hosts_rows_make_the_one_host_batch(tasks, store):
     """Any host count sees the same global batches: host i feeds rows block i."""
     training, scoring = tasks
