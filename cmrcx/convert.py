@@ -1,8 +1,9 @@
 """`python -m cmrcx.convert --from DIR --to OUT [--verify]`: a pretrained release -> cmrcx export.
 
 BERT family. DIR is a HuggingFace directory (config.json, model.safetensors or
-pytorch_model.bin, vocab.txt) or a Google TF release (bert_config.json,
-bert_model.ckpt.*, vocab.txt): BERT, BERT-wwm(-ext), RoBERTa-wwm-ext(-large)
+pytorch_model.bin, vocab.txt), a Google TF release (bert_config.json,
+bert_model.ckpt.*, vocab.txt) or a pytorch_pretrained_bert one (bert_config.json,
+pytorch_model.bin, vocab.txt: what the CMRC 2019 authors' script reads and writes): BERT, BERT-wwm(-ext), RoBERTa-wwm-ext(-large)
 (BERT architecture), BERT-multilingual, ERNIE 1.0 (nghuyong/ernie-1.0-base-zh:
 model_type "ernie", ReLU) and CLUE's RoBERTa-large (clue/roberta_chinese_large:
 model_type "roberta" but BERT architecture; or brightmart's TF release with

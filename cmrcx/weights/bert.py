@@ -10,7 +10,8 @@ pytorch_model.bin, + vocab.txt; config.json `model_type` "bert", "ernie" (ERNIE 
 as nghuyong converted it: BERT with ReLU, ernie.* tensors) or "roberta" when the
 tensors are BERT's (CLUE's roberta_chinese_*: bert.* tensors). Google: bert_config.json
 (or one other bert_config*.json, as brightmart's bert_config_large.json) +
-*.ckpt.* + vocab.txt.
+*.ckpt.* + vocab.txt. pytorch_pretrained_bert (what the CMRC 2019 authors' script
+reads and writes): bert_config.json + pytorch_model.bin (HuggingFace names) + vocab.txt.
 
 One table, `weight_table(config)`, pairs every cmrcx encoder parameter with its
 HuggingFace name and a layout rule (`cmrcx.weights.table`). Google's TF names are first
@@ -391,11 +392,16 @@ def read_dir(directory: str) -> Release:
         with open(tf_config, encoding="utf-8") as f:
             config, model_type = config_from_hf(json.load(f), tf_config), None
         tensors, source = hf_io.read_tf_checkpoint(directory), "TF checkpoint"
-        if tensors is None:
-            raise PretrainedFormatError(
-                f"{directory}: {os.path.basename(tf_config)} but no *.ckpt*.index"
-            )
-        named, dropped = hf_tensors_from_tf(tensors)
+        if tensors is not None:
+            named, dropped = hf_tensors_from_tf(tensors)
+        else:  # pytorch_pretrained_bert's release format (the CMRC 2019 authors' script)
+            tensors, source = hf_io.read_torch_bin(directory), "pytorch_model.bin"
+            if tensors is None:
+                raise PretrainedFormatError(
+                    f"{directory}: {os.path.basename(tf_config)} but no *.ckpt*.index "
+                    "(Google TF) nor pytorch_model.bin (pytorch_pretrained_bert)"
+                )
+            named, dropped = normalize_hf_names(tensors)
     else:
         raise PretrainedFormatError(
             f"{directory}: neither config.json (HuggingFace) nor bert_config.json (Google TF)"

@@ -65,7 +65,8 @@ def _read_safetensors(directory: str) -> dict[str, np.ndarray] | None:
     return tensors
 
 
-def _read_torch_bin(directory: str) -> dict[str, np.ndarray] | None:
+def read_torch_bin(directory: str) -> dict[str, np.ndarray] | None:
+    """The tensors of a directory's pytorch_model*.bin files (float32); None if none."""
     files = sorted(glob.glob(os.path.join(directory, "pytorch_model*.bin")))
     if not files:
         return None
@@ -100,7 +101,7 @@ def read_hf_weights(directory: str) -> tuple[dict[str, np.ndarray], str]:
     tensors = _read_safetensors(directory)
     source = "safetensors"
     if tensors is None:
-        tensors, source = _read_torch_bin(directory), "pytorch_model.bin"
+        tensors, source = read_torch_bin(directory), "pytorch_model.bin"
     if tensors is None:
         raise PretrainedFormatError(
             f"{directory}: config.json but no model.safetensors or pytorch_model.bin"

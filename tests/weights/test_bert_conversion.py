@@ -359,3 +359,25 @@ def test_hf_export_loads_in_transformers_with_the_same_outputs(tmp_path):
     got = BertEncoder(config).apply({"params": jax.device_get(params)}, ids, types, mask)
     np.testing.assert_allclose(np.asarray(got[0]), want[0], atol=1e-5, rtol=0)
     np.testing.assert_allclose(np.asarray(got[1]), want[1], atol=1e-5, rtol=0)
+
+
+def test_pytorch_pretrained_bert_format_converts(tmp_path, capsys):
+    """pytorch_pretrained_bert's release (the CMRC 2019 authors' script reads and writes
+    it): bert_config.json, a torch.save'd state dict of bert.* tensors (here with the
+    script's qa_outputs head, dropped and reported), vocab.txt."""
+    model = reference_model(SMALL, seed=3)
+    release = tmp_path / "authors"
+    release.mkdir()
+    state = {f"bert.{k}": v for k, v in model.state_dict().items() if "position_ids" not in k}
+    state["qa_outputs.weight"] = torch.zeros([1, SMALL["hidden_size"]])
+    state["qa_outputs.bias"] = torch.zeros([1])
+    torch.save(state, release / "pytorch_model.bin")
+    config = dict(SMALL, hidden_act="gelu", hidden_dropout_prob=0.1, initializer_range=0.02)
+    (release / "bert_config.json").write_text(json.dumps(config), encoding="utf-8")
+    write_vocab(release, SMALL["vocab_size"])
+    run_convert(release, tmp_path / "out")
+    assert "dropped 2 tensors outside the encoder" in capsys.readouterr().out
+    assert_same_outputs(model, str(tmp_path / "out"), SMALL)
+    (release / "pytorch_model.bin").unlink()
+    assert convert.main(["--from", str(release), "--to", str(tmp_path / "o")]) == 2
+    assert "nor pytorch_model.bin (pytorch_pretrained_bert)" in capsys.readouterr().err
