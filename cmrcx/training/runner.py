@@ -38,7 +38,7 @@ from cmrcx.training.prepared_examples import prepared_store
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.run_tasks import build_run_task
 from cmrcx.training.selection import Selection
-from cmrcx.training.trainer import Trainer, adamw_with_warmup
+from cmrcx.training.trainer import Trainer, adamw_with_warmup, warmup_linear_decay
 from cmrcx.weights import exports
 
 
@@ -69,6 +69,8 @@ class Runner:
         self.mesh = partitioning.make_mesh(run.mesh_shape)
         self.eval_batch_size = self._check_batch_sizes()
         self._train_windows = None  # training examples, once counted
+        # The rate the update after k steps uses (host side, for the metric lines).
+        self.learning_rate_at = None
         self.num_train_steps, optimizer = self._optimizer(for_training)
         self.selection = Selection.of_run(run)  # None: the final model is the run's model
         self.eval_every = run.eval_every
@@ -160,6 +162,9 @@ class Runner:
                 run.weight_decay,
                 max_grad_norm=run.max_grad_norm,
             )
+            self.learning_rate_at = lambda k: released_optimizer.script_learning_rate(
+                k, run.learning_rate, max(1, schedule), run.warmup_fraction
+            )
             return steps, optimizer
         steps = run.num_train_steps
         if steps is None:
@@ -169,6 +174,7 @@ class Runner:
                 f"{run.batch_size} = {steps} steps",
                 flush=True,
             )
+        self.learning_rate_at = warmup_linear_decay(run.learning_rate, steps, run.warmup_fraction)
         optimizer = self._adamw(run.optimizer)(
             run.learning_rate,
             steps,
@@ -396,6 +402,8 @@ class Runner:
                 line = {
                     "loss": float(sums["loss_sum"] / sums["examples"]),
                     "accuracy": float(sums["correct"] / sums["examples"]),
+                    # The rate the update of this line's last step used (after `step` updates).
+                    "learning_rate": float(self.learning_rate_at(step)),
                 }
                 losses.append((step + 1, line["loss"]))
                 progress.set_postfix(loss=f"{line['loss']:.4f}")

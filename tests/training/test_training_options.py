@@ -290,3 +290,40 @@ def test_scoring_on_one_cpu_device_runs_the_attention_by_head(monkeypatch):
     scores = trainer.score(state.params, make_batch())
     assert calls and set(calls) == {(8, 32, 4, 16)} and np.isfinite(scores).all()
     assert not common.cpu_inference_enabled()
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "released_script"])
+def test_metric_lines_carry_each_steps_learning_rate(tiny_runner, tmp_path, optimizer):
+    """metrics.jsonl's train lines hold the rate the line's last update used: the paper
+    schedule's after k updates (adamw), lr * warmup_linear(k / t_total)^2 (the script's)."""
+    import json
+
+    from cmrcx.training import released_optimizer
+    from cmrcx.training.trainer import warmup_linear_decay
+
+    runner = tiny_runner(
+        "cmrc2019_tiny.gin",
+        "RunConfig.num_train_steps = 3",
+        "RunConfig.log_every = 2",
+        "RunConfig.warmup_fraction = 0.5",
+        f"RunConfig.optimizer = '{optimizer}'",
+    )
+    runner.train()
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").open()]
+    rates = {x["step"]: x["learning_rate"] for x in lines if x["split"] == "train"}
+    lr = runner.run.learning_rate
+    if optimizer == "adamw":  # warm-up over int(3 * 0.5) = 1 step, then decay over 2
+        schedule = warmup_linear_decay(lr, 3, 0.5)
+        assert [float(schedule(k)) for k in (0, 1, 2)] == pytest.approx([0.0, lr, lr / 2])
+        expected = {step: float(schedule(step - 1)) for step in rates}
+    else:
+        blanks = runner.task.count_training_blanks()
+        t_total = released_optimizer.script_schedule_steps(blanks, runner.run.batch_size, 10.0)
+
+        def rate(k):  # warmup_linear(k / t_total, 0.5) applied twice
+            x = k / t_total
+            return lr * (x / 0.5 if x < 0.5 else 1 - x) ** 2
+
+        expected = {step: rate(step - 1) for step in rates}
+    assert {2, 3} <= set(rates) and rates[3] > 0
+    assert rates == pytest.approx(expected, rel=1e-6)
