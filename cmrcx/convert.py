@@ -1,18 +1,18 @@
 """`python -m cmrcx.convert --from DIR --to OUT [--verify]`: a pretrained release -> cmrcx export.
 
 BERT family. DIR is a HuggingFace directory (config.json, model.safetensors or
-pytorch_model.bin, vocab.txt), a Google TF release (bert_config.json,
-bert_model.ckpt.*, vocab.txt) or a pytorch_pretrained_bert one (bert_config.json,
-pytorch_model.bin, vocab.txt: what the CMRC 2019 authors' script reads and writes): BERT, BERT-wwm(-ext), RoBERTa-wwm-ext(-large)
-(BERT architecture), BERT-multilingual, ERNIE 1.0 (nghuyong/ernie-1.0-base-zh:
-model_type "ernie", ReLU) and CLUE's RoBERTa-large (clue/roberta_chinese_large:
-model_type "roberta" but BERT architecture; or brightmart's TF release with
-bert_config_large.json). The paper's Table 2 BERT-shaped models are all of these
-(tests/weights/test_table2_models.py). OUT gets params/ (the encoder),
-model_config.json and vocab.txt; fine-tune from it with --gin.PRETRAINED="'OUT'"
-(task heads start fresh). Tensors that do not fit are an error listing them; the
-one exception is a release without a pooler (saved from BertForMaskedLM), whose
-pooler starts fresh and is reported.
+pytorch_model.bin, vocab.txt), a Google TF release (bert_config.json, bert_model.ckpt.*,
+vocab.txt) or a pytorch_pretrained_bert one (bert_config.json, pytorch_model.bin,
+vocab.txt: what the CMRC 2019 authors' script reads and writes): BERT, BERT-wwm(-ext),
+RoBERTa-wwm-ext(-large) (BERT architecture), BERT-multilingual, ERNIE 1.0
+(nghuyong/ernie-1.0-base-zh: model_type "ernie", ReLU) and CLUE's RoBERTa-large
+(clue/roberta_chinese_large: model_type "roberta" but BERT architecture; or brightmart's
+TF release with bert_config_large.json). The paper's Table 2 BERT-shaped models are all
+of these (tests/weights/test_table2_models.py). OUT gets params/ (the encoder),
+model_config.json and vocab.txt; fine-tune from it with --gin.PRETRAINED="'OUT'" (task
+heads start fresh). Tensors that do not fit are an error listing them; the one exception
+is a release without a pooler (saved from BertForMaskedLM), whose pooler starts fresh
+and is reported.
 
 T5 family (config.json model_type "t5" or "mt5"): LongLM, T5 v1.0/v1.1, mT5.
 OUT gets params/ (the whole encoder-decoder, under "t5"), model_config.json
