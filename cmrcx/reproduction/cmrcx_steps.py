@@ -18,7 +18,6 @@ import numpy as np
 
 from cmrcx.training import input_pipeline
 from cmrcx.training.run_config import RunConfig
-from cmrcx.training.trainer import warmup_linear_decay
 
 # The model-config fields that hold a dropout rate (every family's; run_config's list of
 # fields that may change between sessions names the same ones).
@@ -64,8 +63,8 @@ def comparison_run(run: RunConfig, model_dir: str) -> RunConfig:
 def run_steps(run: RunConfig, steps: int) -> CmrcxSteps:
     """Steps 1..`steps` of `run` (a `comparison_run`), recording batches, rates and losses.
 
-    The rate of step k is the run's schedule at update k - 1 (the count optax's AdamW
-    reads); the loss is the step's summed loss over its example count, what
+    The rate of step k is the run's schedule at update k - 1 (`Runner.learning_rate_at`,
+    what the metric lines log); the loss is the step's summed loss over its example count, what
     `Runner.train` logs.
     """
     from cmrcx.training.runner import Runner
@@ -73,7 +72,6 @@ def run_steps(run: RunConfig, steps: int) -> CmrcxSteps:
     runner = Runner(run)
     state = runner.initial_state()
     initial_params = jax.device_get(state.params)
-    schedule = warmup_linear_decay(run.learning_rate, runner.num_train_steps, run.warmup_fraction)
     shard = input_pipeline.host_shard(runner.trainer.batch_sharding, run.batch_size)
     batches = input_pipeline.train_batches(
         runner.train_task,
@@ -91,6 +89,6 @@ def run_steps(run: RunConfig, steps: int) -> CmrcxSteps:
         state, metrics = runner.trainer.train_step(state, batch)
         metrics = jax.device_get(metrics)
         kept.append(batch)
-        rates.append(float(schedule(step)))
+        rates.append(float(runner.learning_rate_at(step)))
         losses.append(float(metrics["loss_sum"] / metrics["examples"]))
     return CmrcxSteps(runner, initial_params, kept, rates, losses, state)
