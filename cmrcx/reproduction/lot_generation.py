@@ -48,6 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from cmrcx.common import tf_iterators
 from cmrcx.common.errors import ConfigError
 from cmrcx.reproduction import clue_classifier
 from cmrcx.reproduction.reference_imports import torch_and_transformers
@@ -256,7 +257,8 @@ def first_sources(runner, split: str, count: int) -> list[np.ndarray]:
     dataset = seqio.get_mixture_or_task(runner.task.row_task).get_dataset(
         sequence_length=None, split=split, shuffle=False
     )
-    return [np.asarray(ex["inputs"]) for ex in dataset.take(count).as_numpy_iterator()]
+    examples = tf_iterators.numpy_iterator(dataset.take(count))
+    return [np.asarray(example["inputs"]) for example in examples]
 
 
 def cmrcx_greedy(runner, params, sources: list[np.ndarray], max_new_tokens: int) -> np.ndarray:

@@ -133,11 +133,13 @@ def _assert_same_predictions(comparison, tmp_path: Path) -> None:
     "gin_file, data",
     [
         ("clue_afqmc_tiny.gin", "afqmc"),  # BERT
+        # The other three in the slow suite (the default one stays under 15 minutes).
         # ALBERT in Google's layout: transformers' AlbertForSequenceClassification.
-        ("clue_afqmc_albert_xxlarge.gin", "afqmc"),
+        pytest.param("clue_afqmc_albert_xxlarge.gin", "afqmc", marks=pytest.mark.slow),
         # ALBERT-tiny (albert_zh layout, as the BertModel computing the same), 3 classes.
-        ("clue_ocnli_albert_tiny.gin", "ocnli"),
-        ("clue_cluewsc11_albert_tiny.gin", "wsc"),  # the recipe's _noun_ / [pronoun] marks
+        pytest.param("clue_ocnli_albert_tiny.gin", "ocnli", marks=pytest.mark.slow),
+        # the recipe's _noun_ / [pronoun] marks
+        pytest.param("clue_cluewsc11_albert_tiny.gin", "wsc", marks=pytest.mark.slow),
     ],
 )
 def test_same_steps_and_predictions_as_the_clue_recipe(tmp_path, gin_file, data):

@@ -17,6 +17,10 @@ def flags(model_dir, tfds_cache, learning_rate):
     """test_preemption's tiny AFQMC run; later bindings override its earlier ones."""
     return preemption_flags(model_dir, tfds_cache, steps=6) + [
         f"--gin.RunConfig.learning_rate={learning_rate}",
+        # One warm-up step (int(6 * 0.2)): the first update has rate 0, so the run has a
+        # finite checkpoint before the rate blows it up (with no warm-up step the first
+        # update takes the whole rate, as transformers' schedule does).
+        "--gin.RunConfig.warmup_fraction=0.2",
         "--gin.RunConfig.save_every=2",
         "--gin.RunConfig.log_every=6",
     ]
