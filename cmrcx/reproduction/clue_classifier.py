@@ -297,21 +297,21 @@ class RecipeRun(NamedTuple):
     losses: list[float]
 
 
-def train_steps(model, features: Features, batches_rows, hyper: dict) -> RecipeRun:
-    """[RUN] train() over the given batches: forward, backward, clip, AdamW step, schedule.
+def updates(model, batches, batch_loss, factor, hyper: dict) -> RecipeRun:
+    """One update per batch, as [RUN] train() (and the LOT recipes' Trainer and Lightning
+    loops, the same steps): `batch_loss(batch)` forward, backward, clip the global norm,
+    AdamW (transformers 2.x) at learning_rate * factor(step), zero the gradients.
 
-    hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_proportion,
-    t_total.
+    hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm.
     """
     torch, _ = torch_and_transformers()
     groups = parameter_groups(model, hyper["weight_decay"])
-    factor = warmup_linear(int(hyper["t_total"] * hyper["warmup_proportion"]), hyper["t_total"])
     state: dict = {}
     rates, losses = [], []
     model.zero_grad()
-    for step, rows in enumerate(batches_rows):
+    for step, batch in enumerate(batches):
         model.train()
-        loss = model(**collate(torch, features, rows))[0]
+        loss = batch_loss(batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
         lr = hyper["learning_rate"] * factor(step)
@@ -320,6 +320,19 @@ def train_steps(model, features: Features, batches_rows, hyper: dict) -> RecipeR
         rates.append(lr)
         losses.append(float(loss.item()))
     return RecipeRun(rates, losses)
+
+
+def train_steps(model, features: Features, batches_rows, hyper: dict) -> RecipeRun:
+    """[RUN] train() over the given batches: forward, backward, clip, AdamW step, schedule.
+
+    hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_proportion,
+    t_total.
+    """
+    torch, _ = torch_and_transformers()
+    factor = warmup_linear(int(hyper["t_total"] * hyper["warmup_proportion"]), hyper["t_total"])
+    return updates(
+        model, batches_rows, lambda rows: model(**collate(torch, features, rows))[0], factor, hyper
+    )
 
 
 def predict(model, features: Features, batch_size: int) -> np.ndarray:

@@ -44,7 +44,6 @@ T5Tokenizer in tests/vocab/test_sentencepiece_vocab.py, not here). The script's 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -54,11 +53,6 @@ from cmrcx.reproduction import clue_classifier
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 NO_DECAY = ("bias", "LayerNorm.weight")  # [S2S] create_optimizer_and_scheduler: no_decay
-
-
-class RecipeRun(NamedTuple):
-    learning_rates: list[float]
-    losses: list[float]
 
 
 def reference_t5(config, params: dict, out: str):
@@ -143,30 +137,20 @@ def token_loss(torch, model, inputs: dict, pad_id: int):
     return loss_fn(logits.view(-1, logits.shape[-1]), inputs["labels"].view(-1))
 
 
-def train_steps(model, batches, hyper: dict) -> RecipeRun:
+def train_steps(model, batches, hyper: dict) -> clue_classifier.RecipeRun:
     """[TR4] Trainer.train over the given cmrcx batches, one update per batch.
 
     hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_steps,
     total_steps, tokenizer_pad (the collator's), config_pad (the loss's ignore_index).
     """
     torch, _ = torch_and_transformers()
-    groups = clue_classifier.parameter_groups(model, hyper["weight_decay"])  # same no_decay
-    factor = linear_factor(hyper["warmup_steps"], hyper["total_steps"])
-    state: dict = {}
-    rates, losses = [], []
-    model.zero_grad()
-    for step, batch in enumerate(batches):
-        model.train()
+
+    def batch_loss(batch):
         inputs = collate(torch, batch, hyper["tokenizer_pad"])
-        loss = token_loss(torch, model, inputs, hyper["config_pad"])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
-        lr = hyper["learning_rate"] * factor(step)
-        clue_classifier.adamw_step(torch, groups, state, lr, hyper["adam_epsilon"])
-        model.zero_grad()
-        rates.append(lr)
-        losses.append(float(loss.item()))
-    return RecipeRun(rates, losses)
+        return token_loss(torch, model, inputs, hyper["config_pad"])
+
+    factor = linear_factor(hyper["warmup_steps"], hyper["total_steps"])
+    return clue_classifier.updates(model, batches, batch_loss, factor, hyper)  # same no_decay
 
 
 def greedy(model, sources: list[np.ndarray], start_id: int, max_new_tokens: int, pad_id: int):
@@ -237,7 +221,7 @@ class GenerationRecipe:
             "config_pad": self.pad_id,
         }
 
-    def train(self, batches) -> RecipeRun:
+    def train(self, batches) -> clue_classifier.RecipeRun:
         return train_steps(self.model, batches, self.hyper())
 
     def greedy(self, sources: list[np.ndarray], max_new_tokens: int) -> np.ndarray:

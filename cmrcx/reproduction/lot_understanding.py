@@ -119,29 +119,19 @@ def lightning_total_steps(dataset_size: int, batch_size: int, epochs: float) -> 
     return dataset_size / batch_size * epochs
 
 
-def train_steps(model, batches, ids: SpecialIds, hyper: dict) -> lot_generation.RecipeRun:
+def train_steps(model, batches, ids: SpecialIds, hyper: dict) -> clue_classifier.RecipeRun:
     """The Lightning loop over the given cmrcx batches, one update per batch.
 
     hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_steps,
     total_steps.
     """
     torch, _ = torch_and_transformers()
-    groups = clue_classifier.parameter_groups(model, hyper["weight_decay"])
+
+    def batch_loss(batch):
+        return authors_step(torch, model, collate(torch, batch, ids.pad), ids)[0]
+
     factor = lot_generation.linear_factor(hyper["warmup_steps"], hyper["total_steps"])
-    state: dict = {}
-    rates, losses = [], []
-    model.zero_grad()
-    for step, batch in enumerate(batches):
-        model.train()
-        loss, _, _ = authors_step(torch, model, collate(torch, batch, ids.pad), ids)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
-        lr = hyper["learning_rate"] * factor(step)
-        clue_classifier.adamw_step(torch, groups, state, lr, hyper["adam_epsilon"])
-        model.zero_grad()
-        rates.append(lr)
-        losses.append(float(loss.item()))
-    return lot_generation.RecipeRun(rates, losses)
+    return clue_classifier.updates(model, batches, batch_loss, factor, hyper)
 
 
 def predict(model, batches, ids: SpecialIds) -> np.ndarray:
@@ -209,7 +199,7 @@ class ClozeTAuthorsRecipe:
             "total_steps": total,
         }
 
-    def train(self, batches) -> lot_generation.RecipeRun:
+    def train(self, batches) -> clue_classifier.RecipeRun:
         return train_steps(self.model, batches, self.ids, self.hyper())
 
     def predictions(self, batches) -> np.ndarray:
