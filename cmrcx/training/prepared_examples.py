@@ -103,9 +103,22 @@ class PreparedSplit:
             with open(self._path(key), "rb") as f:
                 fd = f.fileno()
                 for i in order:
-                    flat[i] = np.frombuffer(os.pread(fd, size, int(indices[i]) * size), np.uint8)
+                    data = os.pread(fd, size, int(indices[i]) * size)
+                    if len(data) != size:
+                        self._short_read(key, int(indices[i]), len(data), size)
+                    flat[i] = np.frombuffer(data, np.uint8)
             out[key] = values.astype(dtype, copy=False)
         return out
+
+    def _short_read(self, key: str, record: int, got: int, size: int) -> None:
+        """ValueError naming the file and record a read came back short from (a store cut
+        short on disk, or an index past its end)."""
+        raise ValueError(
+            f"{self._path(key)}: record {record} of feature {key!r} is {got} of its {size} bytes "
+            f"(the store holds {self.count} records, the file "
+            f"{os.path.getsize(self._path(key)) // size}); remove {self.directory} to prepare "
+            "it again"
+        )
 
     def block(self, start: int, stop: int, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Examples [start, stop) of every key in `keys`, numeric or string."""
@@ -119,6 +132,9 @@ class PreparedSplit:
             size = self._row_bytes(key)
             with open(self._path(key), "rb") as f:
                 data = os.pread(f.fileno(), size * (stop - start), start * size)
+            if len(data) != size * (stop - start):
+                short = start + len(data) // size
+                self._short_read(key, short, len(data) - (short - start) * size, size)
             values = np.frombuffer(data, self.stored[key]).reshape(stop - start, *shape)
             out[key] = values.astype(dtype)  # a copy: the bytes object is not writable
         return out
@@ -331,7 +347,7 @@ _NOT_DATA_FIELDS = (
     "num_epochs num_train_steps learning_rate warmup_fraction weight_decay max_grad_norm "
     "adam_epsilon optimizer seed mesh_shape partitioning logical_rules log_every save_every "
     "keep_checkpoints eval_every select_best select_mode eval_every_epochs decoding "
-    "tfds_cache_dir max_decoded_examples generation_method generation_top_k "
+    "tfds_cache_dir prefetch_batches max_decoded_examples generation_method generation_top_k "
     "generation_temperature generation_max_new_tokens generation_start_token_id "
     "generation_seed drop_last_char_without_eos paper_model"
 ).split()

@@ -128,6 +128,9 @@ class RunConfig:
     eval_every_epochs: float = 1.0
     decoding: str = "paper"  # CMRC 2019 mode written to predictions/: paper | baseline | assignment
     tfds_cache_dir: str | None = None  # prepared TFDS data; None: ~/.cache/cmrcx/tfds
+    # Training batches read ahead on a background thread (cmrcx.training.prefetch), so an
+    # accelerator's step does not wait on the disk; 0: read in the training loop.
+    prefetch_batches: int = 2
     # Seq2seq (LongLM): inputs are max_length tokens, targets target_length (paper: 512/512).
     target_length: int = 512
     validation_data_dir: str | None = None  # LongLM: folder of held-out .txt texts
@@ -209,6 +212,10 @@ class RunConfig:
             raise ConfigError(
                 f"RunConfig.batch_size {run.batch_size} does not split into "
                 f"grad_accum_steps {run.grad_accum_steps} equal micro-batches"
+            )
+        if run.prefetch_batches < 0:
+            raise ConfigError(
+                f"RunConfig.prefetch_batches {run.prefetch_batches}: use 0 (no read-ahead) or more"
             )
         if run.train_split == "test":
             raise ConfigError(f"train_split 'test' of {run.task} has no answers")

@@ -34,6 +34,7 @@ from cmrcx.training import (
 from cmrcx.training import selection as model_selection
 from cmrcx.training.metric_writer import MetricWriter
 from cmrcx.training.model_dir import SIGTERM, check_writable, model_dir_lock, sigterm_flag
+from cmrcx.training.prefetch import Prefetched
 from cmrcx.training.prepared_examples import prepared_store
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.run_tasks import build_run_task
@@ -328,8 +329,12 @@ class Runner:
                 disable=not shown,
             )
             losses = []
-            with ticking(progress):  # its elapsed time moves during a long step
-                state = self._train_loop(state, end, self._batches(start), progress, losses)
+            # Leaving the block (the end, a SIGTERM's break, an error) joins the read-ahead.
+            with (
+                ticking(progress),  # its elapsed time moves during a long step
+                Prefetched(self._batches(start), run.prefetch_batches) as batches,
+            ):
+                state = self._train_loop(state, end, batches, progress, losses)
             step = int(jax.device_get(state.step))
             if sigterm.is_set() and step < end:
                 raise errors.Preempted(

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import gin
@@ -42,7 +43,8 @@ def runner_for(argv):
 
 def test_sigterm_saves_the_step_and_the_resumed_run_continues_exactly(tmp_path):
     cache = tmp_path / "tfds"
-    _, whole = runner_for(flags(tmp_path / "whole", cache)).train()
+    in_loop = "--gin.RunConfig.prefetch_batches=0"  # the stopped run reads 2 ahead (default)
+    _, whole = runner_for([*flags(tmp_path / "whole", cache), in_loop]).train()
 
     runner = runner_for(flags(tmp_path / "split", cache))
     step_fn = runner.trainer.train_step
@@ -57,6 +59,7 @@ def test_sigterm_saves_the_step_and_the_resumed_run_continues_exactly(tmp_path):
         runner.train()
     assert runner.checkpoints.latest_step() == 3  # off the save interval: saved for SIGTERM
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is restored
+    assert not [t for t in threading.enumerate() if t.name.startswith("cmrcx-prefetch")]
 
     _, rest = runner_for(flags(tmp_path / "split", cache)).train()
     assert [s for s, _ in rest] == [4, 5, 6]

@@ -1,6 +1,7 @@
 """A run stopped at step k and resumed gives the uninterrupted run's losses after k."""
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -39,11 +40,14 @@ def base_run(tmp_path_factory):
 
 
 def test_resume_continues_the_exact_trajectory(base_run, tmp_path):
-    whole = dataclasses.replace(base_run, model_dir=str(tmp_path / "whole"))
+    """The uninterrupted run reads its batches in the loop; the stopped and resumed one
+    reads 3 ahead (RunConfig.prefetch_batches), dropping those read past step 3."""
+    whole = dataclasses.replace(base_run, model_dir=str(tmp_path / "whole"), prefetch_batches=0)
     _, losses_whole = Runner(whole).train()
 
-    split = dataclasses.replace(base_run, model_dir=str(tmp_path / "split"))
+    split = dataclasses.replace(base_run, model_dir=str(tmp_path / "split"), prefetch_batches=3)
     _, first = Runner(split).train(stop_at=3)
+    assert not [t for t in threading.enumerate() if t.name.startswith("cmrcx-prefetch")]
     runner = Runner(split)
     assert runner.checkpoints.latest_step() == 3
     _, rest = runner.train()
