@@ -7,6 +7,7 @@ step's compiled memory.
     .venv/bin/python tools/bench.py eval [--json]                   # batch 8 x 512
     .venv/bin/python tools/bench.py classify [--classes 3] [--json] # batch 32 x 128
     .venv/bin/python tools/bench.py input [--passages 10000] [--json]
+    .venv/bin/python tools/bench.py input --all [--json]            # every task's reads vs H100
     .venv/bin/python tools/bench.py memory [--json]                 # batch 24 x 512
     .venv/bin/python tools/bench.py generate [--batch 1,8] [--json] # LongLM-small, 512 -> 64
     .venv/bin/python tools/bench.py train_t5 [--batch 4] [--json]   # LongLM-small, 512 / 128
@@ -19,7 +20,8 @@ step's compiled memory.
 
 The code is in tools/benchkit/: harness.py (child processes, pinning, alternation,
 medians, machine info), steps.py (timing inside a child), flops.py, one module per
-model family (bert.py, t5.py, outgen.py; registered in families.py), input_pipeline.py,
+model family (bert.py, t5.py, outgen.py; registered in families.py), input_pipeline.py
+(+ input_feed.py: the training loop's reads),
 firststep.py (+ synthetic.py: official-format files), layerops.py, memory.py,
 refault.py and cli.py.
 """

@@ -474,3 +474,42 @@ def test_reports_name_a_tree_with_uncommitted_code_dirty(tmp_path, monkeypatch, 
     assert harness.git_state() == clean
     (tmp_path / changed).write_text("x = 2\n")
     assert harness.git_state() == clean + "+dirty"
+
+
+def test_input_feed_flops_are_bert_base_without_its_head():
+    """BERT-base 24 x 512 (CMRC 2019's paper batch): the input bench's step estimate is
+    bench.py train's count less the cloze head, which it leaves out."""
+    from benchkit import input_feed
+
+    from cmrcx.models.bert import BertConfig
+
+    g = bert.Geometry(batch=24, seq=512)
+    example = {"input_ids": np.zeros((24, 512), np.int32)}
+    head = 3 * 2 * g.tokens * g.hidden
+    assert input_feed.train_step_flops(BertConfig(), example) == pytest.approx(
+        bert.step_flops(g, "train") - head
+    )
+
+
+def test_input_feed_reads_a_tiny_gins_batches():
+    report = run_bench(
+        "input", "--gin_file=clue_afqmc_tiny.gin", "--rows", "300", "--seconds", "0.1",
+        "--paced_steps", "2", "--prefetch", "3",
+    )  # fmt: skip
+    (row,) = report["rows"]
+    batch, seq = row["batch_shapes"]["input_ids"]
+    assert row["task"] == "clue_afqmc" and seq == 64
+    # The store as the runner's: token ids in int16, masks and segment ids in int8.
+    assert row["store_bytes"] > 300 * seq * (2 + 1 + 1)
+    consumption = row["h100_examples_per_second_estimate"]
+    assert consumption == pytest.approx(batch / row["h100_step_seconds_estimate"])
+    assert set(row["reads"]) == {"0", "3"}
+    for read in row["reads"].values():
+        assert read["examples_per_second"] == pytest.approx(read["batches_per_second"] * batch)
+        assert read["ratio_to_h100_step"] == pytest.approx(
+            read["examples_per_second"] / consumption
+        )
+        assert read["wait_per_step_seconds_at_h100_pace"] >= 0
+    ratios = [read["ratio_to_h100_step"] for read in row["reads"].values()]
+    assert row["meets_target"] == (min(ratios) >= report["target_ratio"])
+    assert report["all_meet_target"] == row["meets_target"]

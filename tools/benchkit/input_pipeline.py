@@ -1,6 +1,7 @@
-"""input: the CMRC 2019 input pipeline's windows/s against what a train step consumes.
+"""input: the CMRC 2019 input pipeline's windows/s against what a train step consumes;
+with --gin_file or --all, what the training loop reads at every step instead (input_feed.py).
 
-In this (pinned) process: generate a corpus (tools/make_cmrc2019_corpus.py), build
+Without them, in this (pinned) process: generate a corpus (tools/make_cmrc2019_corpus.py), build
 its TFDS split, then tokenize and window it through SeqIO; the rate is compared with
 the windows/s of a BERT-base train step (a `bench.py train --json` output, a flag, or
 the issue's reference figure).
@@ -16,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import harness
+from . import harness, input_feed
 
 TINY_VOCAB = harness.REPO_ROOT / "cmrcx" / "data" / "tiny_vocab.txt"
 # HF PyTorch BERT-base train step, seq 512 batch 2, SDPA, 2-core CPU: the issue's
@@ -41,7 +42,10 @@ def train_consumption(args) -> dict:
 
 
 def bench_input(args) -> dict:
-    """Corpus generation, TFDS build and SeqIO windows/s, in this (pinned) process."""
+    """Corpus generation, TFDS build and SeqIO windows/s, in this (pinned) process; with
+    --gin_file or --all, the training input's read rates (input_feed.py)."""
+    if args.gin_file or args.all:
+        return input_feed.bench_feed(args)
     sys.path.insert(0, str(harness.TOOLS))
     import make_cmrc2019_corpus
     import seqio
@@ -104,6 +108,9 @@ def bench_input(args) -> dict:
 
 
 def print_input(report: dict) -> None:
+    if report["benchmark"] == "input_feed":
+        input_feed.print_feed(report)
+        return
     harness.print_header(report)
     c = report["train_consumption"]
     print(f"corpus: {report['passages']} passages generated in {report['generate_seconds']:.1f} s")
@@ -126,6 +133,7 @@ def print_input(report: dict) -> None:
 
 def add_command(commands) -> None:
     sub = commands.add_parser("input")
+    input_feed.add_arguments(sub)
     sub.add_argument("--passages", type=int, default=10_000)
     sub.add_argument("--vocab", type=Path, default=TINY_VOCAB)
     sub.add_argument("--seq", type=int, default=512, help="max_length")
