@@ -494,7 +494,7 @@ def test_input_feed_flops_are_bert_base_without_its_head():
 def test_input_feed_reads_a_tiny_gins_batches():
     report = run_bench(
         "input", "--gin_file=clue_afqmc_tiny.gin", "--rows", "300", "--seconds", "0.1",
-        "--paced_steps", "2", "--prefetch", "3",
+        "--paced_steps", "2", "--prefetch", "3", "--rounds", "2",
     )  # fmt: skip
     (row,) = report["rows"]
     batch, seq = row["batch_shapes"]["input_ids"]
@@ -506,6 +506,10 @@ def test_input_feed_reads_a_tiny_gins_batches():
     assert set(row["reads"]) == {"0", "3"}
     for read in row["reads"].values():
         assert read["examples_per_second"] == pytest.approx(read["batches_per_second"] * batch)
+        each_round = read["batches_per_second_each_round"]
+        assert len(each_round) == 2 and read["batches_per_second"] == pytest.approx(
+            sum(each_round) / 2
+        )  # the median of two
         assert read["ratio_to_h100_step"] == pytest.approx(
             read["examples_per_second"] / consumption
         )
