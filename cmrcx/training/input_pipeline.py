@@ -143,14 +143,34 @@ def train_batches(
     `batch_size` is global. Each array is [batch_size / shard.num_shards, ...]:
     this host's `shard` rows of the global batch (all rows when `shard` is None).
     shuffle=False: each epoch in file order, the seed unused.
+
+    The store's split is prepared (if it is not yet) and checked now, in the caller's
+    thread; the batches are read as they are asked for (by `prefetch.Prefetched`'s thread
+    in a run).
     """
     rows = host_rows(batch_size, shard)
     prepared = _prepared(store, task_name, split)
     if prepared is not None:
-        yield from _prepared_train_batches(
+        if not len(prepared):
+            raise ValueError(f"{prepared.directory}: the training split has no examples")
+        return _prepared_train_batches(
             prepared, batch_size, rows, device_keys, seed, start_step, shuffle
         )
-        return
+    return _tf_data_train_batches(task_name, split, batch_size, rows, device_keys, seed,
+                                  start_step, shuffle)  # fmt: skip
+
+
+def _tf_data_train_batches(
+    task_name: str,
+    split: str,
+    batch_size: int,
+    rows: slice,
+    device_keys: Sequence[str],
+    seed: int,
+    start_step: int,
+    shuffle: bool,
+) -> Iterator[dict[str, np.ndarray]]:
+    """This host's `rows` of the batches of a task or mixture without a store."""
     dataset = _examples(task_name, split).cache()
     if shuffle:
         dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
@@ -172,8 +192,6 @@ def _prepared_train_batches(
     shuffle: bool = True,
 ) -> Iterator[dict[str, np.ndarray]]:
     """This host's `rows` of the global batches of `batch_size` from `step` on."""
-    if not len(prepared):
-        raise ValueError(f"{prepared.directory}: the training split has no examples")
     keys = [key for key in device_keys if key != "example_mask"]
     permutations = {}
     while True:

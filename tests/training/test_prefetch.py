@@ -121,3 +121,15 @@ def test_a_finite_source_ends_and_depth_zero_reads_in_the_loop():
     assert synchronous.thread is None and list(synchronous) == [0, 1, 2]
     with pytest.raises(ValueError, match="prefetch depth -1"):
         Prefetched(iter(()), -1)
+
+
+def test_the_store_is_prepared_in_the_callers_thread(training, tmp_path):
+    """A split not yet prepared is built when the batches are asked for, before the
+    read-ahead thread starts: its minutes of preprocessing are not stranded in a thread
+    that Ctrl-C cannot stop."""
+    task, _ = training
+    store = prepared_examples.PreparedStore(str(tmp_path), "fresh")
+    reads = input_pipeline.train_batches(task, "train", 4, TRAIN_KEYS, 0, 0, None, store)
+    assert os.path.isfile(os.path.join(store.directory(task, "train"), "features.json"))
+    with Prefetched(reads, 2) as ahead:
+        assert next(ahead)["input_ids"].shape == (4, 16)
