@@ -133,3 +133,18 @@ def test_the_store_is_prepared_in_the_callers_thread(training, tmp_path):
     assert os.path.isfile(os.path.join(store.directory(task, "train"), "features.json"))
     with Prefetched(reads, 2) as ahead:
         assert next(ahead)["input_ids"].shape == (4, 16)
+
+
+def test_a_negative_read_ahead_is_refused(tmp_path):
+    from cmrcx.common.errors import ConfigError
+    from cmrcx.common.paths import package_path
+    from cmrcx.training.run_config import RunConfig
+
+    run = RunConfig(
+        model_dir=str(tmp_path),
+        data_dir=package_path("data/cmrc2019_sample"),
+        vocab_file=package_path("data/tiny_vocab.txt"),
+        prefetch_batches=-1,
+    )
+    with pytest.raises(ConfigError, match=r"RunConfig.prefetch_batches -1: use 0"):
+        run.checked()
