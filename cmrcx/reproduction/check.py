@@ -12,9 +12,17 @@ import os
 import tempfile
 from typing import NamedTuple
 
+import numpy as np
+
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_CLASSIFICATION
 from cmrcx.common.errors import ConfigError
-from cmrcx.reproduction import clue_classifier, cmrcx_steps, lot_generation, lot_understanding
+from cmrcx.reproduction import (
+    clue_classifier,
+    clue_multichoice,
+    cmrcx_steps,
+    lot_generation,
+    lot_understanding,
+)
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 from cmrcx.training.run_config import RunConfig
 
@@ -53,8 +61,14 @@ LOT_RECIPES = {
 }
 
 
+# The CLUE multiple-choice tasks: run_c3.py and run_multichoice_mrc.py (ChID);
+# cmrcx.reproduction.clue_multichoice.
+MULTIPLE_CHOICE_TASKS = ("clue_c310", "clue_c311", "clue_chid10", "clue_chid11")
+
+
 def supported_tasks() -> list[str]:
-    return sorted((CLUE_CLASSIFICATION.keys() - {"clue_diagnostics"}) | LOT_RECIPES.keys())
+    classification = CLUE_CLASSIFICATION.keys() - {"clue_diagnostics"}
+    return sorted(classification | LOT_RECIPES.keys() | set(MULTIPLE_CHOICE_TASKS))
 
 
 def check_reproduction(
@@ -70,7 +84,8 @@ def check_reproduction(
     if run.task not in supported_tasks():
         raise ConfigError(
             f"no reference recipe for {run.task} yet: check_reproduction supports "
-            f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py; "
+            f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py, "
+            "mrc_pytorch/run_c3.py and run_multichoice_mrc.py; "
             "the LongLM authors' finetune.py and finetune_trainer.py)"
         )
     if steps < 1:
@@ -82,7 +97,8 @@ def check_reproduction(
     ours = cmrcx_steps.run_steps(
         cmrcx_steps.comparison_run(run, os.path.join(work_dir, "cmrcx")), steps
     )
-    recipe = LOT_RECIPES.get(run.task, ClueClassifierRecipe)
+    recipes = {**LOT_RECIPES, **dict.fromkeys(MULTIPLE_CHOICE_TASKS, ClueMultipleChoiceRecipe)}
+    recipe = recipes.get(run.task, ClueClassifierRecipe)
     reference = recipe(ours, os.path.join(work_dir, "reference"))
     recorded = reference.train(ours.batches)
     rows = [
@@ -98,6 +114,18 @@ def check_reproduction(
     worst = max(row.relative_difference for row in rows)
     verdict = "same" if worst <= tolerance and not rates_differ else "different"
     return Comparison(rows, worst, verdict, rates_differ, ours, reference)
+
+
+def recipe_hyper(run: RunConfig, t_total: int) -> dict:
+    """The CLUE recipes' hyper-parameters (clue_classifier.train_steps') from a run."""
+    return {
+        "learning_rate": run.learning_rate,
+        "weight_decay": run.weight_decay,
+        "adam_epsilon": run.adam_epsilon,
+        "max_grad_norm": run.max_grad_norm,
+        "warmup_proportion": run.warmup_fraction,
+        "t_total": t_total,
+    }
 
 
 class ClueClassifierRecipe:
@@ -130,15 +158,9 @@ class ClueClassifierRecipe:
         total = clue_classifier.t_total(
             len(self.train_features.labels), run.batch_size, run.num_epochs, run.num_train_steps
         )
-        hyper = {
-            "learning_rate": run.learning_rate,
-            "weight_decay": run.weight_decay,
-            "adam_epsilon": run.adam_epsilon,
-            "max_grad_norm": run.max_grad_norm,
-            "warmup_proportion": run.warmup_fraction,
-            "t_total": total,
-        }
-        return clue_classifier.train_steps(self.model, self.train_features, rows, hyper)
+        return clue_classifier.train_steps(
+            self.model, self.train_features, rows, recipe_hyper(run, total)
+        )
 
     def predictions(self, split: str) -> tuple[list[str], float]:
         """(predicted label strings in file order, accuracy) of the model on a labelled
@@ -147,6 +169,50 @@ class ClueClassifierRecipe:
         predicted = clue_classifier.predict(self.model, features, self.run.eval_batch_size)
         labels = [self.row.labels[i] for i in predicted]
         return labels, float((predicted == features.labels).mean())
+
+
+class ClueMultipleChoiceRecipe:
+    """The CLUE multiple-choice recipe (`clue_multichoice`: C3, ChID) set up from a cmrcx
+    run, its optimizer the run's (`clue_multichoice.OPTIMIZER_STEPS`)."""
+
+    def __init__(self, ours: cmrcx_steps.CmrcxSteps, hf_dir: str):
+        run = self.run = ours.runner.run
+        self.is_c3 = run.task.startswith("clue_c3")
+        self.tokenizer = clue_classifier.tokenizer_for(run.vocab_file, run.lower_case)
+        self.train_features = self.features(run.train_split)
+        self.model = clue_multichoice.reference_model(
+            run.model, ours.initial_params, ours.runner.model.encoder_name, hf_dir
+        )
+
+    def features(self, split: str) -> clue_multichoice.Features:
+        paths = clue_multichoice.split_paths(self.run.task, self.run.data_dir, split)
+        if self.is_c3:
+            return clue_multichoice.c3_features(paths, self.tokenizer, self.run.max_length)
+        return clue_multichoice.chid_features(*paths, self.tokenizer, self.run.max_length)
+
+    def train(self, batches) -> clue_classifier.RecipeRun:
+        """The recipe's steps over cmrcx's batches (each row matched to the recipe's own
+        encoding of its question or blank first). t_total: num_train_steps, else run_c3.py's
+        and run_multichoice_mrc.py's int(examples / batch * epochs)."""
+        run = self.run
+        rows = clue_classifier.match_rows(batches, self.train_features)
+        examples = len(self.train_features.labels)
+        total = run.num_train_steps or int(examples / run.batch_size * run.num_epochs)
+        return clue_multichoice.train_steps(
+            self.model, self.train_features, rows, recipe_hyper(run, total), run.optimizer
+        )
+
+    def predictions(self, split: str):
+        """C3: (argmax per question in file order, accuracy); ChID: ({tag: candidate} of
+        the global greedy decoding, accuracy over the blanks)."""
+        features = self.features(split)
+        scores = clue_multichoice.logits(self.model, features, self.run.eval_batch_size)
+        if self.is_c3:
+            predicted = scores.argmax(axis=1)
+            return predicted.tolist(), float((predicted == features.labels).mean())
+        decoded = clue_multichoice.chid_decode(features, scores)
+        labels = zip(features.tag, features.labels, strict=True)
+        return decoded, float(np.mean([decoded[tag] == label for tag, label in labels]))
 
 
 def table(comparison: Comparison, tolerance: float = DEFAULT_TOLERANCE) -> str:

@@ -154,10 +154,10 @@ def recipe_features(dataset: str, path: str, tokenizer, max_length: int) -> Feat
     return Features(*(np.array(x, np.int64) for x in (ids, mask, types, lengths, label_ids)))
 
 
-def match_rows(batches: Sequence[dict], features: Features) -> list[np.ndarray]:
+def match_rows(batches: Sequence[dict], features) -> list[np.ndarray]:
     """For each cmrcx batch, the indices of the recipe's features its real rows equal
-    (token ids, segments, mask and label). ConfigError naming the step and row of the
-    first that equals none."""
+    (token ids, segments, mask and label; a multiple-choice row: those of every choice).
+    ConfigError naming the step and row of the first that equals none."""
     index: dict[tuple, list[int]] = {}
     for i in range(len(features.labels)):
         key = (features.input_ids[i].tobytes(), features.token_type_ids[i].tobytes(),
@@ -201,7 +201,12 @@ def reference_classifier(config, params: dict, encoder_name: str, num_labels: in
     model = model_class.from_pretrained(out, num_labels=num_labels, dtype=torch.float32)
     if family == "albert" and model_type == "bert":
         _share_as_albert_zh(torch, model.bert, writer, params[encoder_name], config)
-    head = params["classifier"]
+    return with_head(torch, model, params["classifier"])
+
+
+def with_head(torch, model, head: dict):
+    """`model` with cmrcx's `classifier` head (kernel [hidden, n], bias [n]) copied into
+    its `classifier` Linear, every dropout 0."""
     with torch.no_grad():
         model.classifier.weight.copy_(torch.tensor(np.asarray(head["kernel"]).T))
         model.classifier.bias.copy_(torch.tensor(np.asarray(head["bias"])))
@@ -297,13 +302,15 @@ class RecipeRun(NamedTuple):
     losses: list[float]
 
 
-def updates(model, batches, batch_loss, factor, hyper: dict) -> RecipeRun:
+def updates(model, batches, batch_loss, factor, hyper: dict, optimizer_step=None) -> RecipeRun:
     """One update per batch, as [RUN] train() (and the LOT recipes' Trainer and Lightning
     loops, the same steps): `batch_loss(batch)` forward, backward, clip the global norm,
-    AdamW (transformers 2.x) at learning_rate * factor(step), zero the gradients.
+    AdamW (transformers 2.x: `adamw_step`, or `optimizer_step` of the same signature) at
+    learning_rate * factor(step), zero the gradients.
 
     hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm.
     """
+    optimizer_step = optimizer_step or adamw_step
     torch, _ = torch_and_transformers()
     groups = parameter_groups(model, hyper["weight_decay"])
     state: dict = {}
@@ -315,7 +322,7 @@ def updates(model, batches, batch_loss, factor, hyper: dict) -> RecipeRun:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
         lr = hyper["learning_rate"] * factor(step)
-        adamw_step(torch, groups, state, lr, hyper["adam_epsilon"])
+        optimizer_step(torch, groups, state, lr, hyper["adam_epsilon"])
         model.zero_grad()
         rates.append(lr)
         losses.append(float(loss.item()))
