@@ -198,8 +198,9 @@ class ClueMultipleChoiceRecipe:
         rows = clue_classifier.match_rows(batches, self.train_features)
         examples = len(self.train_features.labels)
         total = run.num_train_steps or int(examples / run.batch_size * run.num_epochs)
+        hyper = {**recipe_hyper(run, total), "gradient_accumulation_steps": run.grad_accum_steps}
         return clue_multichoice.train_steps(
-            self.model, self.train_features, rows, recipe_hyper(run, total), run.optimizer
+            self.model, self.train_features, rows, hyper, run.optimizer
         )
 
     def predictions(self, split: str):

@@ -221,7 +221,7 @@ def chid_blank_rows(tokens: list[str], tag: str, candidates, tokenizer, max_leng
         pieces.extend([token] if "#idiom" in token else tokenizer.tokenize(token))
     left, right = add_tokens_for_around(pieces, pieces.index(tag), max_length - 3 - 5)
     num_l, num_r = len(left), len(right)
-    left = _masked(left, tag)[-num_l:] if num_l else []  # [PRE] tokens_l[-num_l:]
+    left = _masked(left, tag)[-num_l:] if num_l else []  # [PRE] tokens_l[-num_l:] (none: [])
     right = _masked(right, tag)[:num_r]
     rows = []
     for idiom in candidates:
@@ -322,7 +322,8 @@ OPTIMIZER_STEPS = {"adamw": torch_adamw_step, "transformers2_adamw": clue_classi
 def train_steps(model, features: Features, batches_rows, hyper: dict, optimizer: str):
     """The recipe's updates over the given batches: the batch's mean cross-entropy over
     every choice ([MODEL]), backward, global clipping, the optimizer at learning_rate *
-    warm-up/decay factor (hyper as clue_classifier.train_steps')."""
+    warm-up/decay factor (hyper as clue_classifier.train_steps', and
+    gradient_accumulation_steps: a batch in that many micro-batches, as run_mrc_c3.sh's 4)."""
     torch, _ = torch_and_transformers()
     if optimizer not in OPTIMIZER_STEPS:
         raise ConfigError(
@@ -332,9 +333,16 @@ def train_steps(model, features: Features, batches_rows, hyper: dict, optimizer:
     total = hyper["t_total"]
     factor = clue_classifier.warmup_linear(int(total * hyper["warmup_proportion"]), total)
 
+    accumulation = hyper.get("gradient_accumulation_steps", 1)
+
     def batch_loss(rows):
-        labels = torch.tensor(features.labels[rows])
-        return model(**_inputs(torch, features, rows), labels=labels).loss
+        """[C3] / [MC] main(): each of `accumulation` micro-batches' mean loss divided by
+        their number, the gradients summed before the step (one backward of the sum)."""
+        losses = [
+            model(**_inputs(torch, features, micro), labels=torch.tensor(features.labels[micro]))
+            .loss for micro in np.array_split(rows, accumulation)
+        ]  # fmt: skip
+        return sum(losses) / accumulation
 
     return clue_classifier.updates(
         model, batches_rows, batch_loss, factor, hyper, OPTIMIZER_STEPS[optimizer]

@@ -49,11 +49,14 @@ def _c3_dir(root: Path, keep=lambda question: len(question["choice"]) == 4) -> P
     return directory
 
 
-def _comparison(tmp_path: Path, gin_files: list[str], data_dir: Path, max_length: int):
-    """The gin's run on the tiny overlay (random weights), 20 steps, 2 of warm-up, compared."""
+def _comparison(tmp_path: Path, gin_file, data_dir: Path, max_length: int):
+    """The gin's run (gin_file: a name, or (name, binding)) on the tiny overlay (random
+    weights), 20 steps, 2 of warm-up, compared."""
+    gin_file, *bindings = (gin_file,) if isinstance(gin_file, str) else gin_file
     launch.parse_gin(
-        [*gin_files, "local_tiny.gin"],
+        [gin_file, "local_tiny.gin"],
         [
+            *bindings,
             f"MODEL_DIR = '{tmp_path / 'unused'}'",
             f"DATA_DIR = '{data_dir}'",
             f"VOCAB_FILE = '{_vocab(tmp_path, data_dir)}'",
@@ -103,13 +106,22 @@ def _refuses_a_changed_row(comparison) -> None:
 
 
 # The tiny demo gins, and a paper gin (BERT-base's) in tiny geometry in the slow suite.
-C3_GINS = ["clue_c311_tiny.gin", pytest.param("clue_c311_bert.gin", marks=pytest.mark.slow)]
+C3_GINS = [
+    "clue_c311_tiny.gin",
+    pytest.param("clue_c311_bert.gin", marks=pytest.mark.slow),
+    # run_mrc_c3.sh's batch as accumulated micro-batches (its 4 x 6; here 2 x 2).
+    pytest.param(
+        ("clue_c311_bert.gin", "RunConfig.grad_accum_steps = 2"),
+        marks=pytest.mark.slow,
+        id="clue_c311_bert.gin-grad_accum_steps_2",
+    ),
+]
 CHID_GINS = ["clue_chid11_tiny.gin", pytest.param("clue_chid11_bert.gin", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("gin_file", C3_GINS)
 def test_c3_same_steps_and_predictions_as_the_clue_recipe(tmp_path, gin_file):
-    comparison = _comparison(tmp_path, [gin_file], _c3_dir(tmp_path), 64)
+    comparison = _comparison(tmp_path, gin_file, _c3_dir(tmp_path), 64)
     _assert_same_steps(comparison)
     results, submitted = _cmrcx_dev(comparison, tmp_path)
     labels, accuracy = comparison.reference.predictions("validation")
@@ -120,7 +132,7 @@ def test_c3_same_steps_and_predictions_as_the_clue_recipe(tmp_path, gin_file):
 
 @pytest.mark.parametrize("gin_file", CHID_GINS)
 def test_chid_same_steps_and_predictions_as_the_clue_recipe(tmp_path, gin_file):
-    comparison = _comparison(tmp_path, [gin_file], SAMPLE / "chid_public", 48)
+    comparison = _comparison(tmp_path, gin_file, SAMPLE / "chid_public", 48)
     _assert_same_steps(comparison)
     results, submitted = _cmrcx_dev(comparison, tmp_path)
     decoded, accuracy = comparison.reference.predictions("validation")
@@ -161,7 +173,7 @@ def test_c3_fillers_are_the_difference(tmp_path):
     docs/reproduction.md)."""
     import torch
 
-    comparison = _comparison(tmp_path, ["clue_c311_tiny.gin"], _c3_dir(tmp_path, bool), 64)
+    comparison = _comparison(tmp_path, "clue_c311_tiny.gin", _c3_dir(tmp_path, bool), 64)
     assert comparison.verdict == "different"
     ours, recipe = comparison.cmrcx, comparison.reference
     model = clue_multichoice.reference_model(
