@@ -17,18 +17,7 @@ import jax
 import numpy as np
 
 from cmrcx.training import input_pipeline
-from cmrcx.training.run_config import RunConfig
-
-# The model-config fields that hold a dropout rate (every family's; run_config's list of
-# fields that may change between sessions names the same ones).
-DROPOUT_FIELDS = (
-    "hidden_dropout",
-    "attention_dropout",
-    "dropout_rate",
-    "dropout",
-    "summary_last_dropout",
-    "classifier_dropout",
-)
+from cmrcx.training.run_config import DROPOUT_FIELDS, RunConfig
 
 
 class CmrcxSteps(NamedTuple):

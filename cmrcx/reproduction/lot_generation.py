@@ -43,7 +43,9 @@ T5Tokenizer in tests/vocab/test_sentencepiece_vocab.py, not here). The script's 
 
 from __future__ import annotations
 
+import json
 import math
+import os
 
 import numpy as np
 
@@ -55,9 +57,10 @@ from cmrcx.reproduction.reference_imports import torch_and_transformers
 NO_DECAY = ("bias", "LayerNorm.weight")  # [S2S] create_optimizer_and_scheduler: no_decay
 
 
-def reference_t5(config, params: dict, out: str):
-    """transformers' T5ForConditionalGeneration holding `params` (cmrcx's T5 tree), written
-    to `out` by cmrcx's HF writer; every dropout 0, float32."""
+def reference_t5(config, params: dict, out: str, model_class: str | None = None):
+    """transformers' T5ForConditionalGeneration (or `model_class`: "MT5ForConditional-
+    Generation" for an mT5, its config.json then of model_type "mt5") holding `params`
+    (cmrcx's T5 tree), written to `out` by cmrcx's HF writer; every dropout 0, float32."""
     torch, transformers = torch_and_transformers()
     from cmrcx.models import registry
     from cmrcx.weights import t5 as t5_weights
@@ -66,8 +69,35 @@ def reference_t5(config, params: dict, out: str):
     if family != "t5":
         raise ConfigError(f"the LongLM authors' recipes train a T5 (LongLM); not {family}")
     t5_weights.write_hf_dir(out, params, config, None)
+    model_class = model_class or "T5ForConditionalGeneration"
+    if model_class.startswith("MT5"):
+        _retype_config(os.path.join(out, "config.json"), "mt5", model_class)
     transformers.logging.set_verbosity_error()
-    model = transformers.T5ForConditionalGeneration.from_pretrained(out, dtype=torch.float32)
+    model = getattr(transformers, model_class).from_pretrained(out, dtype=torch.float32)
+    return without_dropout(torch, model)
+
+
+def t5_class(run) -> str:
+    """The transformers class of the run's T5: MT5ForConditionalGeneration for an mT5 run
+    (RunConfig.vocabulary_name "mt5", as the mT5 gins set it), else T5ForConditional-
+    Generation (LongLM's own class)."""
+    return (
+        "MT5ForConditionalGeneration"
+        if run.vocabulary_name == "mt5"
+        else ("T5ForConditionalGeneration")
+    )
+
+
+def _retype_config(path: str, model_type: str, architecture: str) -> None:
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config.update(model_type=model_type, architectures=[architecture])
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+
+
+def without_dropout(torch, model):
+    """The model with every Dropout's rate 0 (in place; returned)."""
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
@@ -175,6 +205,29 @@ def greedy(model, sources: list[np.ndarray], start_id: int, max_new_tokens: int,
     return out
 
 
+def run_hyper(ours, total_steps, recipe: str) -> dict:
+    """A LOT recipe's arguments from a cmrcx run (`cmrcx_steps.CmrcxSteps`): its rate,
+    epsilon, weight decay and clipping; total_steps = `total_steps(training examples)`,
+    warmup_steps = int(total * warmup_fraction) (the scripts take a step count, cmrcx's
+    gin a fraction). ConfigError with gradient accumulation, which neither recipe here
+    runs (`recipe` names the one refusing)."""
+    run = ours.runner.run
+    if run.grad_accum_steps != 1:
+        raise ConfigError(
+            f"the {recipe} recipe runs without gradient accumulation: "
+            f"RunConfig.grad_accum_steps is {run.grad_accum_steps}"
+        )
+    total = total_steps(ours.runner._training_examples())
+    return {
+        "learning_rate": run.learning_rate,
+        "weight_decay": run.weight_decay,
+        "adam_epsilon": run.adam_epsilon,
+        "max_grad_norm": run.max_grad_norm,
+        "warmup_steps": int(total * run.warmup_fraction),
+        "total_steps": total,
+    }
+
+
 def tokenizer_pad_id(runner) -> int:
     """The id of the run vocabulary's `<pad>` piece: T5Tokenizer's pad_token_id, what the
     authors' collators pad with (`cmrcx.vocab.sentencepiece`'s `pad_id`)."""
@@ -192,7 +245,8 @@ class GenerationRecipe:
         run = ours.runner.run
         self.run, self.ours = run, ours
         encoder = ours.runner.model.encoder_name
-        self.model = reference_t5(run.model, ours.initial_params[encoder], hf_dir)
+        params = ours.initial_params[encoder]
+        self.model = reference_t5(run.model, params, hf_dir, t5_class(run))
         self.pad_id = int(self.model.config.pad_token_id)
         self.tokenizer_pad = tokenizer_pad_id(ours.runner)
 
@@ -201,25 +255,14 @@ class GenerationRecipe:
         script takes a step count; cmrcx's gin a fraction), max_steps = the run's
         num_train_steps when set, no gradient accumulation."""
         run = self.run
-        if run.grad_accum_steps != 1:
-            raise ConfigError(
-                "the generation recipe runs without gradient accumulation: "
-                f"RunConfig.grad_accum_steps is {run.grad_accum_steps}"
+
+        def total(records: int) -> int:
+            return trainer_total_steps(
+                records, run.batch_size, run.num_epochs, 1, run.num_train_steps or 0
             )
-        records = self.ours.runner._training_examples()
-        total = trainer_total_steps(
-            records, run.batch_size, run.num_epochs, 1, run.num_train_steps or 0
-        )
-        return {
-            "learning_rate": run.learning_rate,
-            "weight_decay": run.weight_decay,
-            "adam_epsilon": run.adam_epsilon,
-            "max_grad_norm": run.max_grad_norm,
-            "warmup_steps": int(total * run.warmup_fraction),
-            "total_steps": total,
-            "tokenizer_pad": self.tokenizer_pad,
-            "config_pad": self.pad_id,
-        }
+
+        hyper = run_hyper(self.ours, total, "generation")
+        return {**hyper, "tokenizer_pad": self.tokenizer_pad, "config_pad": self.pad_id}
 
     def train(self, batches) -> clue_classifier.RecipeRun:
         return train_steps(self.model, batches, self.hyper())

@@ -119,6 +119,17 @@ def lightning_total_steps(dataset_size: int, batch_size: int, epochs: float) -> 
     return dataset_size / batch_size * epochs
 
 
+def lightning_hyper(ours) -> dict:
+    """[LB]'s arguments from a cmrcx run (`lot_generation.run_hyper`), T = total_steps()
+    over the run's training examples (no gradient accumulation: [LB] would divide by it)."""
+    run = ours.runner.run
+
+    def total(records: int) -> float:
+        return lightning_total_steps(records, run.batch_size, run.num_epochs)
+
+    return lot_generation.run_hyper(ours, total, "LOT understanding")
+
+
 def train_steps(model, batches, ids: SpecialIds, hyper: dict) -> clue_classifier.RecipeRun:
     """The Lightning loop over the given cmrcx batches, one update per batch.
 
@@ -182,22 +193,7 @@ class ClozeTAuthorsRecipe:
         )
 
     def hyper(self) -> dict:
-        run = self.run
-        if run.grad_accum_steps != 1:
-            raise ConfigError(
-                "the ClozeT recipe runs without gradient accumulation: "
-                f"RunConfig.grad_accum_steps is {run.grad_accum_steps}"
-            )
-        records = self.ours.runner._training_examples()
-        total = lightning_total_steps(records, run.batch_size, run.num_epochs)
-        return {
-            "learning_rate": run.learning_rate,
-            "weight_decay": run.weight_decay,
-            "adam_epsilon": run.adam_epsilon,
-            "max_grad_norm": run.max_grad_norm,
-            "warmup_steps": int(total * run.warmup_fraction),
-            "total_steps": total,
-        }
+        return lightning_hyper(self.ours)
 
     def train(self, batches) -> clue_classifier.RecipeRun:
         return train_steps(self.model, batches, self.ids, self.hyper())

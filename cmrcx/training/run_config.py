@@ -410,16 +410,19 @@ _IDENTITY_FIELDS = (
     "select_best",
     "select_mode",
 )
-_FREE_MODEL_FIELDS = (
-    "dtype",
-    "remat_policy",
+# The model-config fields that hold a dropout rate, every family's.
+DROPOUT_FIELDS = (
     "hidden_dropout",
     "attention_dropout",
     "dropout_rate",
     "dropout",
     "summary_last_dropout",
     "classifier_dropout",  # ALBERT's, before the task head
+    "resid_pdrop",  # GPT-2's three
+    "embd_pdrop",
+    "attn_pdrop",
 )
+_FREE_MODEL_FIELDS = ("dtype", "remat_policy", *DROPOUT_FIELDS)
 
 
 def run_config_json(run: RunConfig) -> dict:
