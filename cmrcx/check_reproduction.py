@@ -9,10 +9,11 @@ loss, reference loss, relative difference) and a verdict, "same" or "different";
 "relative_difference"}, ...], "max_relative_difference", "verdict"}.
 
 Recipes: CLUE classification (AFQMC, TNEWS, IFLYTEK, OCNLI, CMNLI, CLUEWSC2020, CSL;
-BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. CLUE C3 and ChID
-(BERT family): its mrc_pytorch/run_c3.py and run_multichoice_mrc.py. LOT (T5 / LongLM):
-lot_clozet_longlm_authors, the LongLM authors' baselines/understanding/finetune.py;
-lot_outgen and lot_plotcom, their longlm/finetune_trainer.py. MODEL_DIR is not
+BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. LOT:
+lot_clozet and lot_senpos (BERT, GPT-2, LongLM, mT5), the paper's candidate pointer under
+the LongLM authors' baselines/understanding/lightning_base.py optimizer;
+lot_clozet_longlm_authors, their finetune.py itself; lot_outgen and lot_plotcom (LongLM,
+mT5, GPT-2), their longlm/finetune_trainer.py. MODEL_DIR is not
 used (both sides write into a temporary folder) and need not be set.
 """
 

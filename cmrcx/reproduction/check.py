@@ -20,6 +20,7 @@ from cmrcx.reproduction import (
     clue_classifier,
     clue_multichoice,
     cmrcx_steps,
+    lot_causal_generation,
     lot_generation,
     lot_pointer,
     lot_understanding,
@@ -53,18 +54,21 @@ def relative_difference(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
-# The LOT tasks with a recipe, and the model families it trains: the paper's candidate
-# pointer for ClozeT and SenPos under the LongLM authors' finetune.py optimizer (every
-# Table 10 family; lot_pointer), their finetune.py itself (ClozeT, their layout;
-# lot_understanding) and finetune_trainer.py (generation, T5: LongLM and mT5;
-# lot_generation). GPT-2's generation runs (lot_outgen_gpt2.gin, lot_plotcom_gpt2.gin)
-# have no recipe yet: refused by name (`lot_recipe`).
+# The LOT tasks with a recipe, by model family: the paper's candidate pointer for ClozeT
+# and SenPos under the LongLM authors' finetune.py optimizer (every Table 10 family;
+# lot_pointer), their finetune.py itself (ClozeT, their layout; lot_understanding), and
+# finetune_trainer.py for generation (T5: LongLM, mT5, lot_generation; GPT-2 on prompt ->
+# continuation, lot_causal_generation). Another family is refused by name (`lot_recipe`).
+GENERATION = {
+    "t5": lot_generation.GenerationRecipe,
+    "gpt2": lot_causal_generation.CausalGenerationRecipe,
+}
 LOT_RECIPES = {
-    "lot_clozet": (lot_pointer.PointerRecipe, lot_pointer.FAMILIES),
-    "lot_senpos": (lot_pointer.PointerRecipe, lot_pointer.FAMILIES),
-    "lot_clozet_longlm_authors": (lot_understanding.ClozeTAuthorsRecipe, ("t5",)),
-    "lot_outgen": (lot_generation.GenerationRecipe, ("t5",)),
-    "lot_plotcom": (lot_generation.GenerationRecipe, ("t5",)),
+    "lot_clozet": dict.fromkeys(lot_pointer.FAMILIES, lot_pointer.PointerRecipe),
+    "lot_senpos": dict.fromkeys(lot_pointer.FAMILIES, lot_pointer.PointerRecipe),
+    "lot_clozet_longlm_authors": {"t5": lot_understanding.ClozeTAuthorsRecipe},
+    "lot_outgen": GENERATION,
+    "lot_plotcom": GENERATION,
 }
 
 
@@ -72,14 +76,14 @@ def lot_recipe(run: RunConfig):
     """The recipe class of a LOT run; ConfigError when its family has none."""
     from cmrcx.models import registry
 
-    recipe, families = LOT_RECIPES[run.task]
+    recipes = LOT_RECIPES[run.task]
     family = registry.family_of(run.model).name
-    if family not in families:
+    if family not in recipes:
         raise ConfigError(
-            f"no reference recipe for {run.task} with the {family} family yet: its recipe "
-            f"trains {', '.join(families)} (the LongLM authors released T5 scripts only)"
+            f"no reference recipe for {run.task} with the {family} family: its recipes "
+            f"train {', '.join(recipes)}"
         )
-    return recipe
+    return recipes[family]
 
 
 # The CLUE multiple-choice tasks: run_c3.py and run_multichoice_mrc.py (ChID);

@@ -183,12 +183,16 @@ def train_steps(model, batches, hyper: dict) -> clue_classifier.RecipeRun:
     return clue_classifier.updates(model, batches, batch_loss, factor, hyper)  # same no_decay
 
 
-def greedy(model, sources: list[np.ndarray], start_id: int, max_new_tokens: int, pad_id: int):
+def greedy(
+    model, sources: list[np.ndarray], start_id: int | None, max_new_tokens: int, pad_id: int
+):
     """transformers' greedy `generate` of each source (int ids, EOS included), one at a
-    time: int64 [sources, max_new_tokens], pad after EOS (no decoder start token)."""
+    time: int64 [sources, max_new_tokens], pad after EOS (no decoder start token). A
+    decoder-only model (start_id None) continues the source: its tokens after it."""
     torch, _ = torch_and_transformers()
     model.eval()
     out = np.full([len(sources), max_new_tokens], pad_id, np.int64)
+    start = {} if start_id is None else {"decoder_start_token_id": start_id}
     with torch.no_grad():
         for i, source in enumerate(sources):
             ids = torch.tensor(np.asarray(source, np.int64)[None])
@@ -198,9 +202,9 @@ def greedy(model, sources: list[np.ndarray], start_id: int, max_new_tokens: int,
                 do_sample=False,
                 num_beams=1,
                 max_new_tokens=max_new_tokens,
-                decoder_start_token_id=start_id,
                 pad_token_id=pad_id,
-            )[0, 1:].numpy()
+                **start,
+            )[0, 1 if start else ids.shape[1] :].numpy()
             out[i, : len(tokens)] = tokens
     return out
 
