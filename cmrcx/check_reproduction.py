@@ -9,11 +9,12 @@ loss, reference loss, relative difference) and a verdict, "same" or "different";
 "relative_difference"}, ...], "max_relative_difference", "verdict"}.
 
 Recipes: CLUE classification (AFQMC, TNEWS, IFLYTEK, OCNLI, CMNLI, CLUEWSC2020, CSL;
-BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. LOT:
-lot_clozet and lot_senpos (BERT, GPT-2, LongLM, mT5), the paper's candidate pointer under
-the LongLM authors' baselines/understanding/lightning_base.py optimizer;
-lot_clozet_longlm_authors, their finetune.py itself; lot_outgen and lot_plotcom (LongLM,
-mT5, GPT-2), their longlm/finetune_trainer.py. MODEL_DIR is not
+BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. LOT (T5 / LongLM):
+lot_clozet_longlm_authors, the LongLM authors' baselines/understanding/finetune.py;
+lot_outgen and lot_plotcom, their longlm/finetune_trainer.py. CMRC 2019 (BERT family):
+with runs/released_script.gin, the authors' own run_cmrc2019_baseline.py and the
+pytorch_pretrained_bert it ships, run from --reference_dir; a paper gin, the paper's
+setting (transformers' BertModel, AdamW and linear warm-up). MODEL_DIR is not
 used (both sides write into a temporary folder) and need not be set.
 """
 
@@ -41,6 +42,15 @@ FLAGS = (
             "called the same (default 1e-4: float32, frameworks summing in other orders)",
         },
     ),  # fmt: skip
+    (
+        "--reference_dir",
+        {
+            "default": None,
+            "help": "the authors' released code, for a recipe that runs it: CMRC 2019's "
+            "baseline/ folder (run_cmrc2019_baseline.py, pytorch_pretrained_bert/) for a gin "
+            "with runs/released_script.gin (default: $CMRCX_CMRC2019_REFERENCE)",
+        },
+    ),
 )
 
 
@@ -54,7 +64,9 @@ def main(argv) -> None:
         from cmrcx.reproduction import check  # after gin: jax, tf and torch start here
 
         tolerance = check.DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
-        comparison = check.check_reproduction(run, args.steps, tolerance, work_dir=scratch)
+        comparison = check.check_reproduction(
+            run, args.steps, tolerance, work_dir=scratch, reference_dir=args.reference_dir
+        )
     if args.json:
         print(json.dumps(check.report_json(comparison)))
     else:

@@ -40,3 +40,23 @@ def register_train_task(name: str, examples) -> str:
         output_features={},
     )
     return name
+
+
+def write_cmrc2019_vocabulary(trial: Path, path: Path) -> int:
+    """A vocab.txt laid out as bert-base-chinese's ([PAD], [unused1..99], [UNK], [CLS],
+    [SEP], [MASK]) holding every character of the CMRC 2019 file `trial` as both the
+    authors' and cmrcx's tokenizers see it (lower-cased, accents stripped), alone and as a
+    ##piece. Returns its size."""
+    import json
+    import unicodedata
+
+    data = json.loads(trial.read_text(encoding="utf-8"))["data"]
+    chars = set()
+    for record in data:
+        for text in [record["context"], *record["choices"]]:
+            text = unicodedata.normalize("NFD", text.lower())
+            chars.update(c for c in text if not c.isspace() and unicodedata.category(c) != "Mn")
+    special = ["[PAD]", *(f"[unused{i}]" for i in range(1, 100)), "[UNK]", "[CLS]", "[SEP]"]
+    tokens = [*special, "[MASK]", *sorted(chars), *(f"##{c}" for c in sorted(chars))]
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return len(tokens)

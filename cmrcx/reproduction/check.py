@@ -8,6 +8,7 @@ those that have one.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from typing import NamedTuple
@@ -19,6 +20,7 @@ from cmrcx.common.errors import ConfigError
 from cmrcx.reproduction import (
     clue_classifier,
     clue_multichoice,
+    cmrc2019,
     cmrcx_steps,
     lot_causal_generation,
     lot_generation,
@@ -91,27 +93,40 @@ def lot_recipe(run: RunConfig):
 MULTIPLE_CHOICE_TASKS = ("clue_c310", "clue_c311", "clue_chid10", "clue_chid11")
 
 
+# CMRC 2019: the authors' run_cmrc2019_baseline.py for a gin with runs/released_script.gin
+# (run from --reference_dir), the paper setting otherwise (cmrcx.reproduction.cmrc2019).
+CMRC2019_TASKS = ("cmrc2019",)
+
+
 def supported_tasks() -> list[str]:
     classification = CLUE_CLASSIFICATION.keys() - {"clue_diagnostics"}
-    return sorted(classification | LOT_RECIPES.keys() | set(MULTIPLE_CHOICE_TASKS))
+    return sorted(
+        classification | LOT_RECIPES.keys() | set(MULTIPLE_CHOICE_TASKS) | set(CMRC2019_TASKS)
+    )
 
 
 def check_reproduction(
-    run: RunConfig, steps: int, tolerance: float = DEFAULT_TOLERANCE, work_dir: str | None = None
+    run: RunConfig,
+    steps: int,
+    tolerance: float = DEFAULT_TOLERANCE,
+    work_dir: str | None = None,
+    reference_dir: str | None = None,
 ) -> Comparison:
     """Runs `steps` steps of `run` in cmrcx and in its recipe; compares them per step.
 
     The verdict is "same" when every step's rates agree and its losses differ by at most
     `tolerance` (relative). work_dir: where both sides write (cmrcx/: the run's
     MODEL_DIR, reference/: the HuggingFace copy of the weights); a temporary folder,
-    removed afterwards, when None.
+    removed afterwards, when None. reference_dir: the authors' released code, for a
+    recipe that runs it (CMRC 2019's released script; else $CMRCX_CMRC2019_REFERENCE).
     """
     if run.task not in supported_tasks():
         raise ConfigError(
             f"no reference recipe for {run.task} yet: check_reproduction supports "
             f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py, "
-            "mrc_pytorch/run_c3.py and run_multichoice_mrc.py; "
-            "the LongLM authors' finetune.py and finetune_trainer.py)"
+            "mrc_pytorch/run_c3.py and run_multichoice_mrc.py; the LongLM authors' "
+            "finetune.py and finetune_trainer.py; CMRC 2019's run_cmrc2019_baseline.py and "
+            "its paper setting)"
         )
     if steps < 1:
         raise ConfigError(f"--steps {steps}: give at least 1")
@@ -119,12 +134,16 @@ def check_reproduction(
         recipe = lot_recipe(run)
     elif run.task in MULTIPLE_CHOICE_TASKS:
         recipe = ClueMultipleChoiceRecipe
+    elif run.task in CMRC2019_TASKS:
+        recipe = functools.partial(cmrc2019.recipe, reference_dir=reference_dir)
     else:
         recipe = ClueClassifierRecipe
     torch_and_transformers()  # missing: said now, before the cmrcx side runs
+    if run.task in CMRC2019_TASKS and run.optimizer == "released_script":
+        cmrc2019.reference_dir_of(reference_dir)  # missing: said now, too
     if work_dir is None:
         with tempfile.TemporaryDirectory() as scratch:
-            return check_reproduction(run, steps, tolerance, scratch)
+            return check_reproduction(run, steps, tolerance, scratch, reference_dir)
     ours = cmrcx_steps.run_steps(
         cmrcx_steps.comparison_run(run, os.path.join(work_dir, "cmrcx")), steps
     )

@@ -27,12 +27,11 @@ import os
 import shutil
 import subprocess
 import sys
-import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import REPO_ROOT
+from support import REPO_ROOT, write_cmrc2019_vocabulary
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -84,19 +83,8 @@ HEAD_BIAS_ATOL = 2e-5
 
 
 def write_vocabulary(path: Path) -> int:
-    """A vocab.txt laid out as bert-base-chinese's ([PAD], [unused1..99], [UNK], [CLS],
-    [SEP], [MASK]) holding every character of the trial file as both tokenizers see it
-    (lower-cased, accents stripped), alone and as a ##piece. Returns its size."""
-    data = json.loads(TRIAL.read_text(encoding="utf-8"))["data"]
-    chars = set()
-    for record in data:
-        for text in [record["context"], *record["choices"]]:
-            text = unicodedata.normalize("NFD", text.lower())
-            chars.update(c for c in text if not c.isspace() and unicodedata.category(c) != "Mn")
-    special = ["[PAD]", *(f"[unused{i}]" for i in range(1, 100)), "[UNK]", "[CLS]", "[SEP]"]
-    tokens = [*special, "[MASK]", *sorted(chars), *(f"##{c}" for c in sorted(chars))]
-    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    return len(tokens)
+    """vocab.txt for the trial file (`support.write_cmrc2019_vocabulary`); its size."""
+    return write_cmrc2019_vocabulary(TRIAL, path)
 
 
 def authors_config(geometry: Geometry, vocab_size: int) -> dict:
