@@ -108,3 +108,19 @@ def test_dropout_is_active_only_with_an_rng():
     c, _ = model.loss_fn(params, batch, None)
     d, _ = model.loss_fn(params, batch, None)
     assert float(a) != float(b) and float(c) == float(d)
+
+
+def test_the_cloze_heads_bias_has_no_gradient(tiny):
+    """Every blank's logit carries the same bias, and a softmax over the blanks ignores a
+    shift of all logits alike: the loss does not depend on the bias, its gradient is only
+    float32 rounding (why the script-parity test does not compare it; tests/
+    reference_parity/README.md), while the head's kernel gets a real gradient."""
+    model, params = tiny
+    batch = make_batch()
+    grads = jax.grad(lambda p: model.loss_fn(p, batch, None)[0])(params)["cloze_head"]
+    assert np.abs(np.asarray(grads["bias"])).max() <= 1e-6
+    assert np.abs(np.asarray(grads["kernel"])).max() > 1e-3
+    shifted = jax.tree.map(lambda x: x, params)
+    shifted["cloze_head"] = {**params["cloze_head"], "bias": params["cloze_head"]["bias"] + 3.0}
+    loss, _ = model.loss_fn(params, batch, None)
+    assert float(model.loss_fn(shifted, batch, None)[0]) == pytest.approx(float(loss), rel=1e-6)
