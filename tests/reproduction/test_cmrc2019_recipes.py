@@ -117,6 +117,35 @@ def test_optax_adamw_is_not_the_papers_optimizer(tmp_path):
     assert comparison.max_relative_difference > 1e-4
 
 
+BIGGER = (  # 4 layers x 256, length 256, stride 128, batch 8, the gins' own rates
+    "cmrcx.BertConfig.hidden_size = 256",
+    "cmrcx.BertConfig.num_layers = 4",
+    "cmrcx.BertConfig.num_heads = 4",
+    "cmrcx.BertConfig.intermediate_size = 1024",
+    "RunConfig.max_length = 256",
+    "RunConfig.doc_stride = 128",
+    "RunConfig.batch_size = 8",
+)
+
+
+@pytest.mark.slow  # minutes on 2 CPU cores
+@needs_trial
+@needs_script
+@pytest.mark.parametrize(
+    "gins, rate",
+    [(["cmrc2019_bert.gin", "runs/released_script.gin"], 2e-5), (["cmrc2019_bert.gin"], 3e-5)],
+)
+def test_same_steps_at_a_bigger_size(tmp_path, gins, rate):
+    """12 steps over the first 24 passages, at the learning rate each gin sets."""
+    run = _run(tmp_path, gins, (*BIGGER, f"RunConfig.learning_rate = {rate}"), passages=24)
+    comparison = check.check_reproduction(
+        run, 12, work_dir=str(tmp_path / "work"), reference_dir=str(REFERENCE)
+    )
+    assert not comparison.learning_rates_differ
+    assert comparison.max_relative_difference <= TOLERANCE, check.table(comparison)
+    assert comparison.verdict == "same"
+
+
 def test_the_released_recipe_needs_the_authors_code(tmp_path, monkeypatch):
     monkeypatch.delenv(cmrc2019.REFERENCE_ENV, raising=False)
     with pytest.raises(ConfigError, match="--reference_dir or \\$CMRCX_CMRC2019_REFERENCE"):
