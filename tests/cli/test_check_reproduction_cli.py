@@ -66,10 +66,10 @@ def test_table_and_json(tmp_path, pretrained, capsys):
 
 
 def test_a_gin_without_a_recipe_says_which_have_one(run_cli):
-    result = run_cli("check_reproduction", "--gin_file=clue_chid11_tiny.gin", "--steps=2")
+    result = run_cli("check_reproduction", "--gin_file=longlm_pretrain_tiny.gin", "--steps=2")
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: no reference recipe for clue_chid11 yet: check_reproduction "
+    assert last.startswith("error: no reference recipe for longlm_pretrain yet: check_reproduction "
                            "supports clue_afqmc, ")  # fmt: skip
     assert "cmrc2019, " in last
     assert "Traceback" not in result.stderr
