@@ -17,13 +17,14 @@ step's compiled memory.
     .venv/bin/python tools/bench.py evalpath --task clue_c311 --scale 1.0     # eval vs forward
     .venv/bin/python tools/bench.py layerops                                  # a BERT layer's ops
     .venv/bin/python tools/bench.py refault   # touching freed memory again, by the pause
+    .venv/bin/python tools/bench.py plan --gin_file=cmrc2019_bert.gin --devices 8 [--json]
 
 The code is in tools/benchkit/: harness.py (child processes, pinning, alternation,
 medians, machine info), steps.py (timing inside a child), flops.py, one module per
 model family (bert.py, t5.py, outgen.py; registered in families.py), input_pipeline.py
 (+ input_feed.py: the training loop's reads),
 firststep.py (+ synthetic.py: official-format files), layerops.py, memory.py,
-refault.py and cli.py.
+plan.py (collectives and memory on simulated devices), refault.py and cli.py.
 """
 
 import sys

@@ -22,6 +22,7 @@ from . import (
     layerops,
     memcheck,
     memory,
+    plan,
     refault,
     steps,
     suite,
@@ -40,6 +41,7 @@ IN_PROCESS = {  # subcommand: (run, print)
     "evalpath": (firststep.bench_evalpath, firststep.print_evalpath),
     "layerops": (layerops.bench_layerops, layerops.print_layerops),
     "refault": (refault.bench_refault, refault.print_refault),
+    "plan": (plan.bench_plan, plan.print_plan),
     "suite": (suite.bench_suite, suite.print_suite),
 }
 
@@ -58,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     firststep.add_command(commands)
     layerops.add_command(commands)
     refault.add_command(commands)
+    plan.add_command(commands)
     suite.add_command(commands)
     default_cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))
     for sub in commands.choices.values():

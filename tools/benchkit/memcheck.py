@@ -61,15 +61,15 @@ def _data_for(task: str, data_dir: str) -> None:
         raise SystemExit(f"memcheck has no files for task {task!r} (it has: {known})")
 
 
-def child(gin_file: str, work: str, bindings: list[str]) -> None:
-    """One gin file: its run built as `cmrcx.train` builds it, the step compiled, checked."""
+def build_run(gin_files: list[str], work: str, bindings: list[str]):
+    """(RunConfig, Runner) of the gin files as `cmrcx.train` builds them, over synthetic
+    files of the task at work/data, with random weights and the family's tiny vocabulary."""
     from cmrcx.cli import launch
-    from cmrcx.training import memory_check
     from cmrcx.training.runner import Runner
 
     data_dir = os.path.join(work, "data")
     argv = [
-        f"--gin_file={gin_file}",
+        *[f"--gin_file={gin_file}" for gin_file in gin_files],
         f"--gin.MODEL_DIR='{os.path.join(work, 'run')}'",
         f"--gin.DATA_DIR='{data_dir}'",
         "--gin.VOCAB_FILE='cmrcx:tiny'",
@@ -82,7 +82,15 @@ def child(gin_file: str, work: str, bindings: list[str]) -> None:
     unchecked = launch.run_config_with_required_values()
     _data_for(unchecked.task, data_dir)
     run = unchecked.checked()
-    trainer = Runner(run).trainer
+    return run, Runner(run)
+
+
+def child(gin_file: str, work: str, bindings: list[str]) -> None:
+    """One gin file: its run built as `cmrcx.train` builds it, the step compiled, checked."""
+    from cmrcx.training import memory_check
+
+    run, runner = build_run([gin_file], work, bindings)
+    trainer = runner.trainer
     shape = memory_check.batch_shape(trainer)
     start = time.perf_counter()
     compiled = trainer.compile_train_step()
