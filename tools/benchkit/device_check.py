@@ -10,7 +10,7 @@ starts once the budget (--budget_s) is spent (recorded as skipped). The rows:
 
 - platform: the default device's platform and kind, jax / jaxlib / flax versions, CUDA and
   cuDNN where present;
-- logits <family> <size>: every family (BERT, ALBERT, XLNet, GPT-2, T5/LongLM, mT5), random
+- logits <family> small: every family (BERT, ALBERT, XLNet, GPT-2, T5/LongLM, mT5), random
   weights (no download), at the family's tiny geometry ("small") and at the paper's
   ("paper": the gin_configs/models file named in the row), run on the default device and
   on the CPU: the largest absolute difference of the logits in float32 and in bf16 compute
@@ -26,7 +26,8 @@ starts once the budget (--budget_s) is spent (recorded as skipped). The rows:
 - e2e cmrc2019_tiny: `python -m cmrcx.train --gin_file=cmrc2019_tiny.gin` into DIR on the
   default device, and its score;
 - train longlm_large bf16: LongLM-large fine-tuning step (lot_generation_finetune.gin's
-  batch 12, 512 / 512), bf16: step time, tokens/s, MFU.
+  batch 12, 512 / 512), bf16: step time, tokens/s, MFU;
+- logits <family> paper: last, as their CPU side is the slowest part (batch 1 x 512).
 --smoke keeps the rows and shrinks them (tiny geometries, short sequences, small
 batches, a 2-step tiny run), so the whole runs in a few minutes on a 2-core CPU.
 """
@@ -71,6 +72,10 @@ FAMILY_MODELS = (
 MT5_LAYOUT = {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
 MT5_LAYOUT_EXTRA = {"scale_decoder_outputs": False}
 NOT_AVAILABLE = "not available in this build"
+# Shares of a GPU's memory (XLA_PYTHON_CLIENT_MEM_FRACTION; JAX's default is 0.75): this
+# process's, and the CMRC 2019 tiny run's beside it (a tiny BERT at batch 8 x 128).
+CHECK_MEMORY_FRACTION = "0.85"
+E2E_MEMORY_FRACTION = "0.08"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +84,7 @@ class Sizes:
 
     logits_batch: int = 2
     small_length: int = 64
+    paper_batch: int = 1  # the CPU side of 1B parameters in bf16 is slow
     paper_length: int = 512  # the papers' maximum sequence length
     paper_target_length: int = 128
     paper_geometry: bool = True  # False: the paper rows run the tiny geometry too
@@ -133,14 +139,11 @@ def platform_row(ctx) -> dict:
     backend = jax.extend.backend.get_backend() if hasattr(jax, "extend") else None
     cuda = {}
     if device.platform == "gpu":
-        from jax._src.lib import cuda_versions  # noqa: PLC0415 (CUDA builds only)
+        from jax._src.lib import cuda_versions  # noqa: PLC0415 (a CUDA plugin's module)
 
-        if cuda_versions is not None:
-            cuda = {
-                "cuda_runtime": cuda_versions.cuda_runtime_get_version(),
-                "cudnn": cuda_versions.cudnn_get_version(),
-                "cuda_driver": cuda_versions.cuda_driver_get_version(),
-            }
+        for name in ("cuda_runtime", "cudnn", "cuda_driver"):
+            get_version = getattr(cuda_versions, f"{name}_get_version", None)
+            cuda[name] = get_version() if get_version else None
     return {
         "platform": device.platform,
         "device_kind": device.device_kind,
@@ -184,7 +187,7 @@ def _network_and_inputs(config, batch: int, length: int, target_length: int, see
     vocab = config.vocab_size
     ids = rng.integers(2, min(vocab, 20000), [batch, length], dtype=np.int32)
     mask = np.ones([batch, length], np.int32)
-    mask[-1, length * 3 // 4 :] = 0  # one padded row: the masks are part of the check
+    mask[-1, length * 3 // 4 :] = 0  # a padded row: the masks are part of the check
     if family.seq2seq is not None and family.encoder is None:
         targets = rng.integers(2, min(vocab, 20000), [batch, target_length], dtype=np.int32)
         return registry.network(config, "seq2seq"), (ids, mask, targets)
@@ -218,11 +221,12 @@ def logits_row(ctx, family: str, gin_file: str, size: str) -> dict:
     if family == "mT5" and gin_file.endswith("tiny.gin"):
         overrides = {**MT5_LAYOUT, **MT5_LAYOUT_EXTRA}
     cpu, device = jax.devices("cpu")[0], jax.devices()[0]
-    row = {"model_file": gin_file, "batch": sizes.logits_batch, "length": length}
+    batch = sizes.logits_batch if size == "small" else sizes.paper_batch
+    row = {"model_file": gin_file, "batch": batch, "length": length}
     params = None
     for dtype in ("float32", "bfloat16"):
         config = model_config(gin_file, dtype, **overrides)
-        module, inputs = _network_and_inputs(config, sizes.logits_batch, length, target)
+        module, inputs = _network_and_inputs(config, batch, length, target)
         if params is None:
             with jax.default_device(cpu):
                 init = jax.jit(lambda rng, x, m=module: nn.meta.unbox(m.init(rng, *x)))
@@ -334,14 +338,22 @@ def sampling_row(ctx) -> dict:
 def e2e_row(ctx) -> dict:
     """The CMRC 2019 tiny run, a child `python -m cmrcx.train` into DIR/cmrc2019_tiny."""
     model_dir = os.path.join(ctx.out, "cmrc2019_tiny")
+    for attempt in range(2, 100):  # a fresh run each time: an existing one would resume
+        if not os.path.exists(model_dir):
+            break
+        model_dir = os.path.join(ctx.out, f"cmrc2019_tiny_{attempt}")
     command = [sys.executable, "-m", "cmrcx.train", "--gin_file=cmrc2019_tiny.gin",
                f"--gin.MODEL_DIR='{model_dir}'"]  # fmt: skip
     command += [f"--gin.{binding}" for binding in ctx.sizes.e2e_bindings]
     start = time.perf_counter()
     remaining = max(30.0, ctx.deadline - time.monotonic())
+    # This process holds its share of a GPU's memory (main(): CHECK_MEMORY_FRACTION); the
+    # run takes a small share beside it. A TPU is one process's: the row fails there.
+    env = {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": E2E_MEMORY_FRACTION}
     proc = subprocess.run(
-        command, capture_output=True, text=True, cwd=harness.REPO_ROOT, timeout=remaining
-    )
+        command, capture_output=True, text=True, cwd=harness.REPO_ROOT, timeout=remaining,
+        env=env,
+    )  # fmt: skip
     seconds = time.perf_counter() - start
     if proc.returncode:
         raise RuntimeError(f"cmrcx.train exit {proc.returncode}: {proc.stderr[-1500:]}")
@@ -368,10 +380,12 @@ def row_table(smoke: bool) -> list[tuple[str, object]]:
     rows.append(("train bert_base bf16", bert_train_row))
     rows.append(("sample longlm_small", sampling_row))
     rows.append(("e2e cmrc2019_tiny", e2e_row))
+    rows.append(("train longlm_large bf16", longlm_train_row))
+    # Last: the paper geometries' CPU side (LongLM-large's bf16 forward on a CPU) is the
+    # slowest part of the check.
     for family, tiny, paper in FAMILY_MODELS:
         model_file = tiny if smoke else paper
         rows.append((f"logits {family} paper", _bound(logits_row, family, model_file, "paper")))
-    rows.append(("train longlm_large bf16", longlm_train_row))
     return rows
 
 
@@ -465,6 +479,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", help="comma-separated row names (default: all)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", CHECK_MEMORY_FRACTION)  # before jax
     os.makedirs(args.out, exist_ok=True)
     budget = args.budget_s or (170.0 if args.smoke else 480.0)
     ctx = Context(args.smoke, os.path.abspath(args.out), SMOKE if args.smoke else Sizes(),
