@@ -461,7 +461,7 @@ def summary_line(row: dict) -> str:
         figures = "  ".join(f"b{b}: {r['tokens_per_second']:.0f} tok/s"
                             for b, r in row["by_batch"].items())  # fmt: skip
     elif "score" in row:
-        scores = {k: v for k, v in row["score"].items() if isinstance(v, float)}
+        scores = {k: v for k, v in row["score"].items() if "/" in k}  # qac/paper, ...
         figures = " ".join(f"{k} {v:.4g}" for k, v in list(scores.items())[:4])
     elif "device_kind" in row:
         versions = " ".join(f"{k} {v}" for k, v in row["versions"].items() if v)
