@@ -26,6 +26,7 @@ from cmrcx.reproduction import (
     lot_generation,
     lot_pointer,
     lot_understanding,
+    recipe_updates,
 )
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 from cmrcx.training.run_config import RunConfig
@@ -198,7 +199,7 @@ class ClueClassifierRecipe:
             self.row.dataset, path, self.tokenizer, self.run.max_length
         )
 
-    def train(self, batches) -> clue_classifier.RecipeRun:
+    def train(self, batches) -> recipe_updates.RecipeRun:
         """The recipe's steps over cmrcx's batches (each row matched to the recipe's own
         encoding of its record first)."""
         run = self.run
@@ -238,7 +239,7 @@ class ClueMultipleChoiceRecipe:
             return clue_multichoice.c3_features(paths, self.tokenizer, self.run.max_length)
         return clue_multichoice.chid_features(*paths, self.tokenizer, self.run.max_length)
 
-    def train(self, batches) -> clue_classifier.RecipeRun:
+    def train(self, batches) -> recipe_updates.RecipeRun:
         """The recipe's steps over cmrcx's batches (each row matched to the recipe's own
         encoding of its question or blank first). t_total: num_train_steps, else run_c3.py's
         and run_multichoice_mrc.py's int(examples / batch * epochs)."""

@@ -33,7 +33,6 @@ are what the PyTorch model is fed.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
@@ -43,6 +42,8 @@ from typing import NamedTuple
 import numpy as np
 
 from cmrcx.common.errors import ConfigError, DataFormatError
+from cmrcx.reproduction import reference_models
+from cmrcx.reproduction.recipe_updates import RecipeRun, updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 # [RUN] MODEL_CLASSES: the transformers class of each model type the CLUE script trains,
@@ -54,7 +55,6 @@ HF_CLASSIFIERS = {
     "albert": "AlbertForSequenceClassification",
 }
 FAMILIES = ("bert", "albert")  # the cmrcx families the recipe runs
-NO_DECAY = ("bias", "LayerNorm.weight")  # [RUN] train(): no_decay
 
 
 def _pair(first: str, second: str):
@@ -186,14 +186,9 @@ def reference_classifier(config, params: dict, encoder_name: str, num_labels: in
     cmrcx tree: encoder + "classifier"), written to `out` by the family's HF writer.
     Every dropout is 0."""
     torch, transformers = torch_and_transformers()
-    from cmrcx.models import registry
-
-    family = registry.family_of(config).name
-    if family not in FAMILIES:
-        runs = ", ".join(FAMILIES)
-        raise ConfigError(f"the CLUE classification recipe runs {runs}; not {family}")
-    writer = importlib.import_module(f"cmrcx.weights.{family}")
-    writer.write_hf_dir(out, params[encoder_name], config, None)
+    family, writer = reference_models.write_encoder(
+        config, params[encoder_name], out, FAMILIES, "CLUE classification"
+    )
     with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
         model_type = json.load(f)["model_type"]
     model_class = getattr(transformers, HF_CLASSIFIERS[model_type])
@@ -201,18 +196,8 @@ def reference_classifier(config, params: dict, encoder_name: str, num_labels: in
     model = model_class.from_pretrained(out, num_labels=num_labels, dtype=torch.float32)
     if family == "albert" and model_type == "bert":
         _share_as_albert_zh(torch, model.bert, writer, params[encoder_name], config)
-    return with_head(torch, model, params["classifier"])
-
-
-def with_head(torch, model, head: dict):
-    """`model` with cmrcx's `classifier` head (kernel [hidden, n], bias [n]) copied into
-    its `classifier` Linear, every dropout 0."""
-    with torch.no_grad():
-        model.classifier.weight.copy_(torch.tensor(np.asarray(head["kernel"]).T))
-        model.classifier.bias.copy_(torch.tensor(np.asarray(head["bias"])))
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
+    reference_models.load_dense(torch, model.classifier, params["classifier"])
+    reference_models.without_dropout(torch, model)
     return model
 
 
@@ -253,39 +238,6 @@ def warmup_linear(warmup_steps: int, total: int) -> Callable[[int], float]:
     return factor
 
 
-def adamw_step(torch, groups: list[dict], state: dict, lr: float, eps: float) -> None:
-    """One update of [TF2] AdamW (betas 0.9, 0.999, correct_bias True), in place:
-    denom = sqrt(v) + eps; step = lr * sqrt(1 - b2^t) / (1 - b1^t); p -= step * m / denom;
-    then p -= lr * weight_decay * p."""
-    beta1, beta2 = 0.9, 0.999
-    with torch.no_grad():
-        for group in groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                s = state.setdefault(
-                    id(p), {"step": 0, "m": torch.zeros_like(p), "v": torch.zeros_like(p)}
-                )
-                s["step"] += 1
-                s["m"].mul_(beta1).add_(p.grad, alpha=1.0 - beta1)
-                s["v"].mul_(beta2).addcmul_(p.grad, p.grad, value=1.0 - beta2)
-                denom = s["v"].sqrt().add_(eps)
-                step_size = lr * math.sqrt(1.0 - beta2 ** s["step"]) / (1.0 - beta1 ** s["step"])
-                p.addcdiv_(s["m"], denom, value=-step_size)
-                if group["weight_decay"] > 0.0:
-                    p.add_(p, alpha=-lr * group["weight_decay"])
-
-
-def parameter_groups(model, weight_decay: float) -> list[dict]:
-    """[RUN] train(): optimizer_grouped_parameters, by the names in NO_DECAY."""
-    named = list(model.named_parameters())
-    return [
-        {"params": [p for n, p in named if not any(nd in n for nd in NO_DECAY)],
-         "weight_decay": weight_decay},
-        {"params": [p for n, p in named if any(nd in n for nd in NO_DECAY)], "weight_decay": 0.0},
-    ]  # fmt: skip
-
-
 def collate(torch, features: Features, rows: np.ndarray) -> dict:
     """[PROC] collate_fn: the rows, cut to the batch's longest; the model's inputs."""
     longest = int(features.lengths[rows].max())
@@ -295,38 +247,6 @@ def collate(torch, features: Features, rows: np.ndarray) -> dict:
         "token_type_ids": torch.tensor(features.token_type_ids[rows, :longest]),
         "labels": torch.tensor(features.labels[rows]),
     }
-
-
-class RecipeRun(NamedTuple):
-    learning_rates: list[float]
-    losses: list[float]
-
-
-def updates(model, batches, batch_loss, factor, hyper: dict, optimizer_step=None) -> RecipeRun:
-    """One update per batch, as [RUN] train() (and the LOT recipes' Trainer and Lightning
-    loops, the same steps): `batch_loss(batch)` forward, backward, clip the global norm,
-    AdamW (transformers 2.x: `adamw_step`, or `optimizer_step` of the same signature) at
-    learning_rate * factor(step), zero the gradients.
-
-    hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm.
-    """
-    optimizer_step = optimizer_step or adamw_step
-    torch, _ = torch_and_transformers()
-    groups = parameter_groups(model, hyper["weight_decay"])
-    state: dict = {}
-    rates, losses = [], []
-    model.zero_grad()
-    for step, batch in enumerate(batches):
-        model.train()
-        loss = batch_loss(batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
-        lr = hyper["learning_rate"] * factor(step)
-        optimizer_step(torch, groups, state, lr, hyper["adam_epsilon"])
-        model.zero_grad()
-        rates.append(lr)
-        losses.append(float(loss.item()))
-    return RecipeRun(rates, losses)
 
 
 def train_steps(model, features: Features, batches_rows, hyper: dict) -> RecipeRun:

@@ -34,7 +34,7 @@ What is the recipe's, line for line:
 
 The optimizer is the run's: the scripts' BERTAdam (tools/pytorch_optimization.py @2ea9046:
 per-tensor clipping, no bias correction) is not what a cmrcx gin runs (its "adamw" is the
-paper setting, runs/clue_mrc_finetune.gin), so `OPTIMIZER_STEPS` gives the recipe the
+paper setting, runs/clue_mrc_finetune.gin), so `OPTIMIZERS` gives the recipe the
 paper setting's AdamW (torch.optim.AdamW, global clipping, linear warm-up and decay).
 """
 
@@ -47,7 +47,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from cmrcx.common.errors import ConfigError, DataFormatError
-from cmrcx.reproduction import clue_classifier
+from cmrcx.reproduction import clue_classifier, recipe_updates, reference_models
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 C3_CHOICES = 4  # [C3] n_class
@@ -294,7 +294,9 @@ def reference_model(config, params: dict, encoder_name: str, out: str):
     bert.write_hf_dir(out, params[encoder_name], config, None)
     transformers.logging.set_verbosity_error()  # no load report (it lists the new head)
     model = transformers.BertForMultipleChoice.from_pretrained(out, dtype=torch.float32)
-    return clue_classifier.with_head(torch, model, params["classifier"])
+    reference_models.load_dense(torch, model.classifier, params["classifier"])
+    reference_models.without_dropout(torch, model)
+    return model
 
 
 def _inputs(torch, features: Features, rows: np.ndarray) -> dict:
@@ -305,18 +307,27 @@ def _inputs(torch, features: Features, rows: np.ndarray) -> dict:
     }
 
 
-def torch_adamw_step(torch, groups: list[dict], state: dict, lr: float, eps: float) -> None:
-    """One step of torch.optim.AdamW (the paper setting's optimizer: Adam's bias correction,
-    the decay lr * weight_decay * p), at rate `lr`; `state` keeps the optimizer."""
-    if "optimizer" not in state:
-        state["optimizer"] = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps)
-    for group in state["optimizer"].param_groups:
-        group["lr"] = lr
-    state["optimizer"].step()
+def torch_adamw(model, hyper: dict) -> recipe_updates.OptimizerStep:
+    """torch.optim.AdamW (the paper setting's optimizer: Adam's bias correction, the decay
+    lr * weight_decay * p) over `recipe_updates.parameter_groups`, after clipping the
+    global gradient norm at max_grad_norm."""
+    torch, _ = torch_and_transformers()
+    groups = recipe_updates.parameter_groups(model, hyper["weight_decay"])
+    optimizer = torch.optim.AdamW(
+        groups, lr=hyper["learning_rate"], betas=(0.9, 0.999), eps=hyper["adam_epsilon"]
+    )
+
+    def step(lr: float) -> None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.step()
+
+    return step
 
 
-# RunConfig.optimizer -> the recipe's optimizer step (clue_classifier.updates' signature).
-OPTIMIZER_STEPS = {"adamw": torch_adamw_step, "transformers2_adamw": clue_classifier.adamw_step}
+# RunConfig.optimizer -> the recipe's optimizer (recipe_updates.updates' `optimizer`).
+OPTIMIZERS = {"adamw": torch_adamw, "transformers2_adamw": recipe_updates.transformers2_adamw}
 
 
 def train_steps(model, features: Features, batches_rows, hyper: dict, optimizer: str):
@@ -325,10 +336,10 @@ def train_steps(model, features: Features, batches_rows, hyper: dict, optimizer:
     warm-up/decay factor (hyper as clue_classifier.train_steps', and
     gradient_accumulation_steps: a batch in that many micro-batches, as run_mrc_c3.sh's 4)."""
     torch, _ = torch_and_transformers()
-    if optimizer not in OPTIMIZER_STEPS:
+    if optimizer not in OPTIMIZERS:
         raise ConfigError(
             f"RunConfig.optimizer {optimizer!r}: the CLUE multiple-choice recipe runs "
-            f"{', '.join(OPTIMIZER_STEPS)}"
+            f"{', '.join(OPTIMIZERS)}"
         )
     total = hyper["t_total"]
     factor = clue_classifier.warmup_linear(int(total * hyper["warmup_proportion"]), total)
@@ -344,8 +355,8 @@ def train_steps(model, features: Features, batches_rows, hyper: dict, optimizer:
         ]  # fmt: skip
         return sum(losses) / accumulation
 
-    return clue_classifier.updates(
-        model, batches_rows, batch_loss, factor, hyper, OPTIMIZER_STEPS[optimizer]
+    return recipe_updates.updates(
+        model, batches_rows, batch_loss, factor, hyper, OPTIMIZERS[optimizer]
     )
 
 

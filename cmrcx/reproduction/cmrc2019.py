@@ -6,7 +6,7 @@ Sources:
   [PAPER] Cui et al., COLING 2020, sec. 5: "3 epochs ... initial learning rate of 3e-5,
          a maximum sequence length of 512, and a batch size of 24 ... PyTorch with
          Transformers library"
-  [TF2]  transformers 2.x AdamW and linear warm-up (`clue_classifier.adamw_step`,
+  [TF2]  transformers 2.x AdamW and linear warm-up (`recipe_updates.adamw_step`,
          `clue_classifier.warmup_linear`)
 
 `ReleasedScriptRecipe` (a gin with runs/released_script.gin) *runs the authors' code*,
@@ -27,7 +27,7 @@ order is cmrcx's (the script's RandomSampler draws from torch's generator), drop
 PyTorch: transformers' BertModel with the same pointer head as [RUN] (a Linear(hidden,
 1) over the window, (1 - answer_mask) * -10000, mean cross-entropy), transformers'
 AdamW with global-norm clipping and linear warm-up then decay over the run's steps
-([TF2], through `clue_classifier.updates`, the CLUE and LOT recipes' loop). No authors'
+([TF2], through `recipe_updates.updates`, the CLUE and LOT recipes' loop). No authors'
 code exists for it: it is fed cmrcx's windows as they are.
 """
 
@@ -44,7 +44,7 @@ import numpy as np
 
 from cmrcx.common.errors import ConfigError, DataFormatError
 from cmrcx.datasets.cmrc2019 import SPLIT_FILES
-from cmrcx.reproduction import clue_classifier
+from cmrcx.reproduction import clue_classifier, recipe_updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 REFERENCE_ENV = "CMRCX_CMRC2019_REFERENCE"
@@ -292,7 +292,7 @@ class ReleasedScriptRecipe:
         self.features = script_features(self.script, run)
         self.model = released_model(self.script, run.model, ours.initial_params, hf_dir)
 
-    def train(self, batches) -> clue_classifier.RecipeRun:
+    def train(self, batches) -> recipe_updates.RecipeRun:
         """[RUN] main()'s training loop over the script's windows matching cmrcx's batches."""
         torch, _ = torch_and_transformers()
         script, run, model = self.script, self.run, self.model
@@ -325,7 +325,7 @@ class ReleasedScriptRecipe:
             optimizer.step()
             optimizer.zero_grad()
             losses.append(float(loss.item()))
-        return clue_classifier.RecipeRun(rates, losses)
+        return recipe_updates.RecipeRun(rates, losses)
 
 
 class PaperRecipe:
@@ -336,7 +336,7 @@ class PaperRecipe:
         self.run, self.num_train_steps = run, ours.runner.num_train_steps
         self.model = paper_model(run.model, ours.initial_params, hf_dir)
 
-    def train(self, batches) -> clue_classifier.RecipeRun:
+    def train(self, batches) -> recipe_updates.RecipeRun:
         """[TF2] AdamW and warm-up over cmrcx's batches. t_total: the run's steps (cmrcx:
         ceil(epochs * windows / batch); a transformers loop's len(dataloader) * epochs,
         the same for whole epochs) or num_train_steps."""
@@ -354,7 +354,7 @@ class PaperRecipe:
             inputs = script_rows(batch)
             return self.model(*(torch.tensor(inputs[n]) for n in SCRIPT_FIELDS))
 
-        return clue_classifier.updates(self.model, batches, batch_loss, factor, hyper)
+        return recipe_updates.updates(self.model, batches, batch_loss, factor, hyper)
 
 
 def recipe(ours, hf_dir: str, reference_dir: str | None = None):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from cmrcx.common.errors import ConfigError
-from cmrcx.reproduction import clue_classifier, lot_generation
+from cmrcx.reproduction import lot_generation, recipe_updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 IGNORE_INDEX = -100  # transformers' CrossEntropyLoss ignore_index for `labels`
@@ -76,7 +76,7 @@ class CausalGenerationRecipe:
         self.model = reference_gpt2(run.model, ours.initial_params["gpt2"], hf_dir)
         self.pad_id = int(run.model.pad_token_id)
 
-    def train(self, batches) -> clue_classifier.RecipeRun:
+    def train(self, batches) -> recipe_updates.RecipeRun:
         torch, _ = torch_and_transformers()
         run = self.run
 
@@ -91,7 +91,7 @@ class CausalGenerationRecipe:
         def loss(batch):
             return self.model(**collate(torch, batch, self.pad_id)).loss
 
-        return clue_classifier.updates(self.model, batches, loss, factor, hyper)
+        return recipe_updates.updates(self.model, batches, loss, factor, hyper)
 
     def greedy(self, sources: list[np.ndarray], max_new_tokens: int) -> np.ndarray:
         """transformers' greedy continuation of each prompt (`lot_generation.greedy`)."""

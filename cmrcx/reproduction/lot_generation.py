@@ -24,7 +24,7 @@ What is the recipe's, line for line:
     "LayerNorm.weight"] (no T5 parameter matches either: every one is in the decayed
     group, which weight decay 0, TrainingArguments' default and cmrcx's, leaves alone),
     [TR4] AdamW(lr, betas (0.9, 0.999), eps), epsilon added to sqrt(v) before the bias
-    correction of the step size (`clue_classifier.adamw_step`, the same code);
+    correction of the step size (`recipe_updates.adamw_step`, the same code);
   - schedule: [S2S] _get_lr_scheduler "linear": get_linear_schedule_with_warmup(
     warmup_steps, num_training_steps), the rate of update k lr * k / warmup before
     warmup_steps, then lr * max(0, (T - k) / max(1, T - warmup)); [TR4] Trainer.train:
@@ -51,7 +51,7 @@ import numpy as np
 
 from cmrcx.common import tf_iterators
 from cmrcx.common.errors import ConfigError
-from cmrcx.reproduction import clue_classifier
+from cmrcx.reproduction import recipe_updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 NO_DECAY = ("bias", "LayerNorm.weight")  # [S2S] create_optimizer_and_scheduler: no_decay
@@ -167,7 +167,7 @@ def token_loss(torch, model, inputs: dict, pad_id: int):
     return loss_fn(logits.view(-1, logits.shape[-1]), inputs["labels"].view(-1))
 
 
-def train_steps(model, batches, hyper: dict) -> clue_classifier.RecipeRun:
+def train_steps(model, batches, hyper: dict) -> recipe_updates.RecipeRun:
     """[TR4] Trainer.train over the given cmrcx batches, one update per batch.
 
     hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_steps,
@@ -180,7 +180,7 @@ def train_steps(model, batches, hyper: dict) -> clue_classifier.RecipeRun:
         return token_loss(torch, model, inputs, hyper["config_pad"])
 
     factor = linear_factor(hyper["warmup_steps"], hyper["total_steps"])
-    return clue_classifier.updates(model, batches, batch_loss, factor, hyper)  # same no_decay
+    return recipe_updates.updates(model, batches, batch_loss, factor, hyper)  # same no_decay
 
 
 def greedy(
@@ -268,7 +268,7 @@ class GenerationRecipe:
         hyper = run_hyper(self.ours, total, "generation")
         return {**hyper, "tokenizer_pad": self.tokenizer_pad, "config_pad": self.pad_id}
 
-    def train(self, batches) -> clue_classifier.RecipeRun:
+    def train(self, batches) -> recipe_updates.RecipeRun:
         return train_steps(self.model, batches, self.hyper())
 
     def greedy(self, sources: list[np.ndarray], max_new_tokens: int) -> np.ndarray:

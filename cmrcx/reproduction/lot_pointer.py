@@ -14,7 +14,7 @@ Which parts are whose:
     cross-entropy of the pointer's softmax to the gold candidate; transformers' AdamW (no
     weight decay: [LB]'s default), a linear schedule without warm-up over Lightning's
     fractional total_steps(), the global gradient norm clipped at 1.0 before each update
-    (`clue_classifier.updates`, the same loop as `lot_understanding.ClozeTAuthorsRecipe`);
+    (`recipe_updates.updates`, the same loop as `lot_understanding.ClozeTAuthorsRecipe`);
   - the family's framing (cmrcx's, `cmrcx.model_api.candidate_pointer.CandidatePointerModel`
     and `cmrcx.benchmarks.lot.understanding`'s layouts; the paper gives no layout):
     which states are dotted and where the markers stand. BERT: transformers' BertModel's
@@ -40,7 +40,7 @@ import numpy as np
 
 from cmrcx.common.errors import ConfigError
 from cmrcx.model_api.multiple_choice import MASKED_LOGIT
-from cmrcx.reproduction import clue_classifier, lot_generation, lot_understanding
+from cmrcx.reproduction import lot_generation, lot_understanding, recipe_updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 FAMILIES = ("bert", "gpt2", "t5")  # the families of Table 10's gins
@@ -132,12 +132,12 @@ class PointerRecipe:
         params = ours.initial_params[encoder]
         self.model = reference_states(run.model, params, hf_dir, lot_generation.t5_class(run))
 
-    def train(self, batches) -> clue_classifier.RecipeRun:
+    def train(self, batches) -> recipe_updates.RecipeRun:
         torch, _ = torch_and_transformers()
         hyper = lot_understanding.lightning_hyper(self.ours)
         factor = lot_generation.linear_factor(hyper["warmup_steps"], hyper["total_steps"])
         loss = lambda batch: pointer_loss(torch, self.model, batch)  # noqa: E731
-        return clue_classifier.updates(self.model, batches, loss, factor, hyper)
+        return recipe_updates.updates(self.model, batches, loss, factor, hyper)
 
     def predictions(self, batches) -> np.ndarray:
         """The argmax candidate of each real row: int [rows]."""

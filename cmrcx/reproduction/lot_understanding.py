@@ -25,7 +25,7 @@ What is the recipe's, line for line:
     (ignore_index pad) + loss_cls;
   - optimizer: [LB] configure_optimizers: no_decay ["bias", "LayerNorm.weight"] (no T5
     parameter matches: weight decay 0, [LB]'s default, leaves every one alone), [TR4]
-    AdamW(lr, eps=adam_epsilon) (`clue_classifier.adamw_step`: the same code);
+    AdamW(lr, eps=adam_epsilon) (`recipe_updates.adamw_step`: the same code);
   - schedule: [LB] get_lr_scheduler "linear" (its default), warmup_steps 0 (its default),
     num_training_steps = total_steps() = dataset_size / train_batch_size * max_epochs, a
     float (one GPU, no accumulation: finetune.sh); rate of update k: lr * max(0, (T - k)
@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cmrcx.common.errors import ConfigError
-from cmrcx.reproduction import clue_classifier, lot_generation
+from cmrcx.reproduction import lot_generation, recipe_updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 LM_WEIGHT = 1e-20  # [FT] _step: loss = 1e-20 * loss + loss_cls
@@ -130,7 +130,7 @@ def lightning_hyper(ours) -> dict:
     return lot_generation.run_hyper(ours, total, "LOT understanding")
 
 
-def train_steps(model, batches, ids: SpecialIds, hyper: dict) -> clue_classifier.RecipeRun:
+def train_steps(model, batches, ids: SpecialIds, hyper: dict) -> recipe_updates.RecipeRun:
     """The Lightning loop over the given cmrcx batches, one update per batch.
 
     hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_steps,
@@ -142,7 +142,7 @@ def train_steps(model, batches, ids: SpecialIds, hyper: dict) -> clue_classifier
         return authors_step(torch, model, collate(torch, batch, ids.pad), ids)[0]
 
     factor = lot_generation.linear_factor(hyper["warmup_steps"], hyper["total_steps"])
-    return clue_classifier.updates(model, batches, batch_loss, factor, hyper)
+    return recipe_updates.updates(model, batches, batch_loss, factor, hyper)
 
 
 def predict(model, batches, ids: SpecialIds) -> np.ndarray:
@@ -195,7 +195,7 @@ class ClozeTAuthorsRecipe:
     def hyper(self) -> dict:
         return lightning_hyper(self.ours)
 
-    def train(self, batches) -> clue_classifier.RecipeRun:
+    def train(self, batches) -> recipe_updates.RecipeRun:
         return train_steps(self.model, batches, self.ids, self.hyper())
 
     def predictions(self, batches) -> np.ndarray:

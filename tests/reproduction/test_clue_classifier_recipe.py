@@ -18,7 +18,7 @@ from cmrcx.benchmarks.clue.submission import read_submission  # noqa: E402
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.common.errors import ConfigError  # noqa: E402
 from cmrcx.common.paths import package_path  # noqa: E402
-from cmrcx.reproduction import check, clue_classifier  # noqa: E402
+from cmrcx.reproduction import check, clue_classifier, recipe_updates  # noqa: E402
 
 AFQMC = Path(package_path("data/clue_sample/afqmc_public"))
 STEPS = 3
@@ -167,7 +167,7 @@ def test_the_recipe_optimizer_is_not_torch_adamw():
     reference = weights.detach().clone().requires_grad_()
     reference.grad = weights.grad.clone()
     groups = [{"params": [weights], "weight_decay": 0.01}]
-    clue_classifier.adamw_step(torch, groups, {}, lr=1e-3, eps=1e-8)
+    recipe_updates.adamw_step(torch, groups, {}, lr=1e-3, eps=1e-8)
     torch_adamw = torch.optim.AdamW([reference], lr=1e-3, eps=1e-8, weight_decay=0.01)
     torch_adamw.step()
     want = np.array([1.0, -2.0, 3e-3])
