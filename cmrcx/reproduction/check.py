@@ -19,6 +19,7 @@ from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_CLASSIFICATION
 from cmrcx.common.errors import ConfigError
 from cmrcx.reproduction import (
     clue_classifier,
+    clue_mrc,
     clue_multichoice,
     cmrc2019,
     cmrcx_steps,
@@ -98,11 +99,18 @@ MULTIPLE_CHOICE_TASKS = ("clue_c310", "clue_c311", "clue_chid10", "clue_chid11")
 # (run from --reference_dir), the paper setting otherwise (cmrcx.reproduction.cmrc2019).
 CMRC2019_TASKS = ("cmrc2019",)
 
+# CLUE's reading-comprehension tasks with a recipe: run_mrc.py (cmrcx.reproduction.clue_mrc).
+CLUE_MRC_RECIPES = {"clue_cmrc2018": clue_mrc.ClueMrcRecipe}
+
 
 def supported_tasks() -> list[str]:
     classification = CLUE_CLASSIFICATION.keys() - {"clue_diagnostics"}
     return sorted(
-        classification | LOT_RECIPES.keys() | set(MULTIPLE_CHOICE_TASKS) | set(CMRC2019_TASKS)
+        classification
+        | LOT_RECIPES.keys()
+        | set(MULTIPLE_CHOICE_TASKS)
+        | set(CMRC2019_TASKS)
+        | CLUE_MRC_RECIPES.keys()
     )
 
 
@@ -125,9 +133,9 @@ def check_reproduction(
         raise ConfigError(
             f"no reference recipe for {run.task} yet: check_reproduction supports "
             f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py, "
-            "mrc_pytorch/run_c3.py and run_multichoice_mrc.py; the LongLM authors' "
-            "finetune.py and finetune_trainer.py; CMRC 2019's run_cmrc2019_baseline.py and "
-            "its paper setting)"
+            "mrc_pytorch/run_mrc.py, run_c3.py and run_multichoice_mrc.py; the LongLM "
+            "authors' finetune.py and finetune_trainer.py; CMRC 2019's "
+            "run_cmrc2019_baseline.py and its paper setting)"
         )
     if steps < 1:
         raise ConfigError(f"--steps {steps}: give at least 1")
@@ -135,6 +143,8 @@ def check_reproduction(
         recipe = lot_recipe(run)
     elif run.task in MULTIPLE_CHOICE_TASKS:
         recipe = ClueMultipleChoiceRecipe
+    elif run.task in CLUE_MRC_RECIPES:
+        recipe = CLUE_MRC_RECIPES[run.task]
     elif run.task in CMRC2019_TASKS:
         recipe = functools.partial(cmrc2019.recipe, reference_dir=reference_dir)
     else:
@@ -222,7 +232,7 @@ class ClueClassifierRecipe:
 
 class ClueMultipleChoiceRecipe:
     """The CLUE multiple-choice recipe (`clue_multichoice`: C3, ChID) set up from a cmrcx
-    run, its optimizer the run's (`clue_multichoice.OPTIMIZER_STEPS`)."""
+    run, its optimizer the run's (`clue_multichoice.OPTIMIZERS`)."""
 
     def __init__(self, ours: cmrcx_steps.CmrcxSteps, hf_dir: str):
         run = self.run = ours.runner.run

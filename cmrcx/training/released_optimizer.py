@@ -29,6 +29,7 @@ are taken out of the optimizer ('pooler' in the name): never stepped nor decayed
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -70,6 +71,26 @@ def script_learning_rate(
     return learning_rate * w * w
 
 
+def clue_mrc_learning_rate(
+    count: jax.Array, learning_rate: float, total_steps: int, warmup_fraction: float
+) -> jax.Array:
+    """float32 [] rate at step `count` of CLUE's run_mrc.py (CMRC 2018): its BERTAdam
+    (CLUEbenchmark/CLUE @2ea9046 baselines/models_pytorch/mrc_pytorch/tools/
+    pytorch_optimization.py, `BERTAdam.step`) scales lr once by warmup_linear(
+    state['step'] / t_total, warmup): x / warmup below the warm-up, else
+    (1 - x) / (1 - warmup); t_total is run_mrc.py's total_steps, the steps it takes."""
+    x = jnp.asarray(count, jnp.float32) / total_steps
+    ramp = x / warmup_fraction if warmup_fraction > 0 else x  # x < 0 never holds then
+    decay = (1.0 - x) / (1.0 - warmup_fraction) if warmup_fraction < 1 else 1.0 - x
+    return learning_rate * jnp.where(x < warmup_fraction, ramp, decay)
+
+
+def clue_mrc_train_steps(num_windows: int, batch_size: int, num_epochs: float) -> int:
+    """run_mrc.py's total_steps: steps_per_epoch (its DataLoader keeps the last partial
+    batch: ceil) times train_epochs (an int argument)."""
+    return int(num_epochs) * -(-num_windows // batch_size)
+
+
 def _clip_per_tensor(grad: jax.Array, max_grad_norm: float, stacked: bool) -> jax.Array:
     """clip_grad_norm_(p, max_grad_norm) on one torch tensor; a stacked leaf
     [num_layers, ...] holds one torch tensor per layer, each clipped alone."""
@@ -91,10 +112,14 @@ def released_bert_adam(
     eps: float = 1e-6,
     max_grad_norm: float = 1.0,
     stacked_module: str = "layers",
+    rate: Callable[[jax.Array], jax.Array] | None = None,
 ) -> optax.GradientTransformation:
     """The script's BertAdam with its outer lr schedule (formulas: module docstring).
 
     schedule_steps: the script's t_total, `script_schedule_steps(blanks, ...)`.
+    rate: the rate at a step count in place of the CMRC 2019 script's lr * w(x)^2 (CLUE's
+    run_mrc.py: `clue_mrc_learning_rate`; its BERTAdam is this one otherwise: per-tensor
+    clipping, no bias correction, decay inside the update, the pooler left out).
     stacked_module: leaves under a module of this name carry a leading
     [num_layers] axis (`nn.scan`); each layer's slice is clipped on its own.
     Updates, moments and params: the same tree of float arrays.
@@ -113,7 +138,10 @@ def released_bert_adam(
         )
         mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state.mu, grads)
         nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state.nu, grads)
-        rate = script_learning_rate(state.count, learning_rate, schedule_steps, warmup_fraction)
+        if rate is None:
+            lr = script_learning_rate(state.count, learning_rate, schedule_steps, warmup_fraction)
+        else:
+            lr = rate(state.count)
 
         def step(path, m, v, p):
             if any("pooler" in name for name in path_names(path)):
@@ -121,7 +149,7 @@ def released_bert_adam(
             direction = m / (jnp.sqrt(v) + eps)
             if weight_decay > 0 and is_decayed(path):
                 direction = direction + weight_decay * p
-            return (-rate * direction).astype(p.dtype)
+            return (-lr * direction).astype(p.dtype)
 
         new_updates = jax.tree_util.tree_map_with_path(step, mu, nu, params)
         count = optax.safe_increment(state.count)

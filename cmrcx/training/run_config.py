@@ -19,7 +19,8 @@ from cmrcx.models import registry
 from cmrcx.models.bert import BertConfig
 from cmrcx.training.partitioning import RULE_SETS
 
-OPTIMIZERS = ("adamw", "released_script", "transformers2_adamw")  # RunConfig.optimizer
+# RunConfig.optimizer
+OPTIMIZERS = ("adamw", "released_script", "transformers2_adamw", "clue_mrc_script")
 # RunConfig.vocab_file standing for the model family's bundled tiny vocabulary
 # (`cmrcx.models.registry.Family.tiny_vocab_file`): local_tiny.gin's, whatever the family.
 TINY_VOCABULARY = "cmrcx:tiny"
@@ -102,7 +103,10 @@ class RunConfig:
     # schedule counted in blanks and applied twice, per-tensor clipping, no bias
     # correction; int(epochs) epochs of whole batches); see cmrcx.training.released_optimizer.
     # "transformers2_adamw": "adamw" with the step of transformers 2.x's AdamW, which CLUE's
-    # PyTorch classifiers ran (cmrcx.training.transformers2_adamw).
+    # PyTorch classifiers ran (cmrcx.training.transformers2_adamw). "clue_mrc_script": CLUE's
+    # run_mrc.py for CMRC 2018 (its BERTAdam: warm-up then linear decay applied once,
+    # per-tensor clipping, no bias correction, pooler frozen; int(epochs) epochs of
+    # ceil(windows / batch) steps); see released_optimizer.clue_mrc_learning_rate.
     optimizer: str = "adamw"
     seed: int = 0  # parameters, dropout and data order
     # False: the training windows in file order every epoch, as a script with a

@@ -39,7 +39,12 @@ from cmrcx.training.prepared_examples import prepared_store
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.run_tasks import build_run_task
 from cmrcx.training.selection import Selection
-from cmrcx.training.trainer import Trainer, adamw_with_warmup, warmup_linear_decay
+from cmrcx.training.trainer import (
+    Trainer,
+    adamw_with_warmup,
+    warmup_linear_decay,
+    with_padding_row_frozen,
+)
 from cmrcx.weights import exports
 
 
@@ -73,6 +78,9 @@ class Runner:
         # The rate the update after k steps uses (host side, for the metric lines).
         self.learning_rate_at = None
         self.num_train_steps, optimizer = self._optimizer(for_training)
+        if getattr(self.task, "row", None) is not None and self.task.row.dataset == "cmrc2018":
+            # CLUE's run_mrc.py model (and transformers'): the [PAD] row gets no gradient.
+            optimizer = with_padding_row_frozen(optimizer)
         self.selection = Selection.of_run(run)  # None: the final model is the run's model
         self.eval_every = run.eval_every
         if for_training and self.selection is not None:
@@ -129,9 +137,11 @@ class Runner:
         """
         run = self.run
         if not for_training:  # the optimizer's state structure only, to restore checkpoints
-            if run.optimizer == "released_script":
+            if run.optimizer in ("released_script", "clue_mrc_script"):
                 return 1, released_optimizer.released_bert_adam(run.learning_rate, 1)
             return 1, self._adamw(run.optimizer)(run.learning_rate, 1)
+        if run.optimizer == "clue_mrc_script":
+            return self._clue_mrc_script()
         windows, blanks = None, None
         if run.optimizer == "released_script":
             self.task.require_split(run.train_split)
@@ -183,6 +193,32 @@ class Runner:
             run.weight_decay,
             run.max_grad_norm,
             run.adam_epsilon,
+        )
+        return steps, optimizer
+
+    def _clue_mrc_script(self) -> tuple[int, optax.GradientTransformation]:
+        """CLUE's run_mrc.py (CMRC 2018): int(epochs) epochs of ceil(windows / batch)
+        steps (or num_train_steps), its BERTAdam's schedule over those steps."""
+        run = self.run
+        if run.task != "clue_cmrc2018":
+            raise ConfigError(
+                f"RunConfig.optimizer 'clue_mrc_script' is CLUE's run_mrc.py for CMRC 2018; "
+                f"{run.task} trains with 'adamw'"
+            )
+        steps = run.num_train_steps or released_optimizer.clue_mrc_train_steps(
+            self._training_examples(), run.batch_size, run.num_epochs
+        )
+        self.learning_rate_at = lambda k: released_optimizer.clue_mrc_learning_rate(
+            k, run.learning_rate, steps, run.warmup_fraction
+        )
+        optimizer = released_optimizer.released_bert_adam(
+            run.learning_rate,
+            steps,
+            run.warmup_fraction,
+            run.weight_decay,
+            eps=run.adam_epsilon,
+            max_grad_norm=run.max_grad_norm,
+            rate=self.learning_rate_at,
         )
         return steps, optimizer
 

@@ -41,6 +41,33 @@ def is_decayed(path) -> bool:
     )
 
 
+def with_padding_row_frozen(
+    optimizer: optax.GradientTransformation, table: str = "word_embeddings", row: int = 0
+) -> optax.GradientTransformation:
+    """`optimizer` fed a zero gradient for row `row` of every embedding table under a
+    module named `table`: torch's nn.Embedding(padding_idx=row), whose padding row gets
+    no gradient (weight decay still applies). Same state as `optimizer` (checkpoints of
+    either restore into the other).
+
+    CLUE's PyTorch reading-comprehension model (baselines/models_pytorch/mrc_pytorch/
+    pytorch_modeling.py @0964517, BertEmbeddings and ALBertEmbeddings:
+    `nn.Embedding(vocab_size, hidden_size, padding_idx=0)`), as transformers' BERT: the
+    [PAD] row (id 0) never learns. It matters for span extraction only, where the padding
+    slots' logits are in the start/end softmax; elsewhere padding gets no gradient anyway.
+    """
+
+    def zero_row(path, grad):
+        if table in path_names(path):
+            return grad.at[row].set(0)
+        return grad
+
+    def update_fn(updates, state, params=None):
+        updates = jax.tree_util.tree_map_with_path(zero_row, updates)
+        return optimizer.update(updates, state, params)
+
+    return optax.GradientTransformation(optimizer.init, update_fn)
+
+
 def adamw_with_warmup(
     learning_rate: float,
     num_train_steps: int,
