@@ -9,7 +9,9 @@ loss, reference loss, relative difference) and a verdict, "same" or "different";
 "relative_difference"}, ...], "max_relative_difference", "verdict"}.
 
 Recipes: CLUE classification (AFQMC, TNEWS, IFLYTEK, OCNLI, CMNLI, CLUEWSC2020, CSL;
-BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. LOT (T5 / LongLM):
+BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. CMRC 2018
+(BERT-family and XLNet): CLUE's mrc_pytorch/run_mrc.py (its BERTAdam with
+runs/clue_mrc_script.gin, the paper setting's AdamW without). LOT (T5 / LongLM):
 lot_clozet_longlm_authors, the LongLM authors' baselines/understanding/finetune.py;
 lot_outgen and lot_plotcom, their longlm/finetune_trainer.py. CMRC 2019 (BERT family):
 with runs/released_script.gin, the authors' own run_cmrc2019_baseline.py and the

@@ -35,9 +35,14 @@ def path_names(path) -> list[str]:
 
 def is_decayed(path) -> bool:
     """Weight decay off biases and layer norms: BertAdam's `no_decay` list (bias,
-    LayerNorm), and T5's `layer_norm` scales (as HF's Trainer leaves them)."""
+    LayerNorm), and T5's `layer_norm` scales (as HF's Trainer leaves them). A name ending
+    in "_bias" is a bias too: XLNet's r_w_bias / r_r_bias / r_s_bias, which XLNet's
+    exclude_from_weight_decay ["LayerNorm", "layer_norm", "bias"] (a regex search, the TF
+    scripts CLUE trained XLNet with) and the PyTorch scripts' substring lists leave alone;
+    T5's relative_attention_bias, as HF's Trainer."""
     return not any(
-        name == "bias" or "LayerNorm" in name or "layer_norm" in name for name in path_names(path)
+        name == "bias" or name.endswith("_bias") or "LayerNorm" in name or "layer_norm" in name
+        for name in path_names(path)
     )
 
 

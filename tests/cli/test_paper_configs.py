@@ -74,6 +74,16 @@ def tfds_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("tfds"))
 
 
+def test_clue_mrc_script_overlay():
+    """runs/clue_mrc_script.gin after a CMRC 2018 experiment: run_mrc.py's BERTAdam and its
+    model's LayerNorm epsilon; Table 7's values (run_mrc_cmrc2018.sh's too) unchanged."""
+    launch.parse_gin(["clue_cmrc2018_bert.gin", "runs/clue_mrc_script.gin"], [])
+    run = launch.gin_run_config()
+    assert (run.optimizer, run.model.layer_norm_eps) == ("clue_mrc_script", 1e-5)
+    assert (run.learning_rate, run.batch_size, run.num_epochs) == (3e-5, 32, 2.0)
+    assert (run.warmup_fraction, run.adam_epsilon, run.max_grad_norm) == (0.1, 1e-6, 1.0)
+
+
 def test_released_script_overlay():
     """runs/released_script.gin after an experiment: the script's run.sh setting."""
     launch.parse_gin(["cmrc2019_bert_multilingual.gin", "runs/released_script.gin"], [])
