@@ -69,7 +69,7 @@ from cmrcx.reproduction import (
     clue_mrc_optimization,
     reference_models,
 )
-from cmrcx.reproduction.recipe_updates import RecipeRun, parameter_groups, updates
+from cmrcx.reproduction.recipe_updates import RecipeRun, torch_adamw, updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 # transformers' span model of each family the recipe runs.
@@ -119,21 +119,6 @@ def match_windows(batches: Sequence[dict], windows: dict) -> list[np.ndarray]:
     return matched
 
 
-def paper_adamw(model, hyper: dict):
-    """The paper setting's step: global clip, torch.optim.AdamW over the no_decay groups."""
-    torch, _ = torch_and_transformers()
-    groups = parameter_groups(model, hyper["weight_decay"], hyper["no_decay"])
-    adamw = torch.optim.AdamW(groups, lr=0.0, eps=hyper["adam_epsilon"])
-
-    def step(lr: float) -> None:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
-        for group in adamw.param_groups:
-            group["lr"] = lr
-        adamw.step()
-
-    return step
-
-
 def train_steps(model, windows: dict, batches_rows, hyper: dict) -> RecipeRun:
     """[RUN] the training loop over the given batches of window indices.
 
@@ -161,7 +146,7 @@ def train_steps(model, windows: dict, batches_rows, hyper: dict) -> RecipeRun:
 
         return updates(model, batches_rows, batch_loss, factor, hyper, bert_adam)
     factor = clue_classifier.warmup_linear(int(total * warmup), total)
-    return updates(model, batches_rows, batch_loss, factor, hyper, paper_adamw)
+    return updates(model, batches_rows, batch_loss, factor, hyper, torch_adamw)
 
 
 def predict_logits(model, windows: dict, batch_size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -307,27 +307,11 @@ def _inputs(torch, features: Features, rows: np.ndarray) -> dict:
     }
 
 
-def torch_adamw(model, hyper: dict) -> recipe_updates.OptimizerStep:
-    """torch.optim.AdamW (the paper setting's optimizer: Adam's bias correction, the decay
-    lr * weight_decay * p) over `recipe_updates.parameter_groups`, after clipping the
-    global gradient norm at max_grad_norm."""
-    torch, _ = torch_and_transformers()
-    groups = recipe_updates.parameter_groups(model, hyper["weight_decay"])
-    optimizer = torch.optim.AdamW(
-        groups, lr=hyper["learning_rate"], betas=(0.9, 0.999), eps=hyper["adam_epsilon"]
-    )
-
-    def step(lr: float) -> None:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        optimizer.step()
-
-    return step
-
-
 # RunConfig.optimizer -> the recipe's optimizer (recipe_updates.updates' `optimizer`).
-OPTIMIZERS = {"adamw": torch_adamw, "transformers2_adamw": recipe_updates.transformers2_adamw}
+OPTIMIZERS = {
+    "adamw": recipe_updates.torch_adamw,
+    "transformers2_adamw": recipe_updates.transformers2_adamw,
+}
 
 
 def train_steps(model, features: Features, batches_rows, hyper: dict, optimizer: str):

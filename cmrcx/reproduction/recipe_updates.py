@@ -76,6 +76,23 @@ def transformers2_adamw(model, hyper: dict) -> OptimizerStep:
     return step
 
 
+def torch_adamw(model, hyper: dict) -> OptimizerStep:
+    """The paper settings' step: clip the global gradient norm at max_grad_norm, then
+    torch.optim.AdamW (transformers' AdamW today: Adam's bias correction, the decay
+    lr * weight_decay * p) over `parameter_groups` (hyper's no_decay, else [RUN]'s)."""
+    torch, _ = torch_and_transformers()
+    groups = parameter_groups(model, hyper["weight_decay"], hyper.get("no_decay", NO_DECAY))
+    adamw = torch.optim.AdamW(groups, lr=0.0, betas=(0.9, 0.999), eps=hyper["adam_epsilon"])
+
+    def step(lr: float) -> None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["max_grad_norm"])
+        for group in adamw.param_groups:
+            group["lr"] = lr
+        adamw.step()
+
+    return step
+
+
 def updates(
     model,
     batches,
