@@ -18,6 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from cmrcx.models import attention
 from cmrcx.models.common import (
     activation_apart,
     attention_by_head,
@@ -193,7 +194,10 @@ class BertSelfAttention(nn.Module):
         projections = [_ProjectionParams(cfg, name=name)() for name in ("query", "key", "value")]
         query, key, value = _fused_projection(cfg, hidden, projections)
         query = query / jnp.sqrt(cfg.head_dim).astype(query.dtype)
-        if deterministic and cpu_inference_enabled():
+        if attention.use_dot_product(not deterministic and cfg.attention_dropout > 0):
+            # GPU/TPU (or as configured): the fused kernel; query is already scaled.
+            context = attention.dot_product_attention(query, key, value, bias=attention_bias)
+        elif deterministic and cpu_inference_enabled():
             # Inference on one CPU device (the trainer's choice): a few heads at a time.
             context = attention_by_head(query, key, value, attention_bias)
         else:

@@ -25,6 +25,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from cmrcx.models import attention
 from cmrcx.models.common import (
     check_compute_options,
     kernel_init,
@@ -155,12 +156,15 @@ class GPT2Attention(nn.Module):
             )
         if cfg.scale_attn_weights:
             query = query * jnp.asarray(cfg.head_dim**-0.5, query.dtype)
-        scores = jnp.einsum("bqhd,bkhd->bhqk", query, key.astype(query.dtype))
-        probs = jax.nn.softmax(scores.astype(jnp.float32) + attention_bias, axis=-1)
-        probs = nn.Dropout(cfg.attn_pdrop)(
-            probs.astype(query.dtype), deterministic=self.deterministic
-        )
-        context = jnp.einsum("bhqk,bkhd->bqhd", probs, value.astype(query.dtype))
+        if attention.use_dot_product(not self.deterministic and cfg.attn_pdrop > 0):
+            context = attention.dot_product_attention(query, key, value, bias=attention_bias)
+        else:
+            scores = jnp.einsum("bqhd,bkhd->bhqk", query, key.astype(query.dtype))
+            probs = jax.nn.softmax(scores.astype(jnp.float32) + attention_bias, axis=-1)
+            probs = nn.Dropout(cfg.attn_pdrop)(
+                probs.astype(query.dtype), deterministic=self.deterministic
+            )
+            context = jnp.einsum("bhqk,bkhd->bqhd", probs, value.astype(query.dtype))
         context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
         out = _dense(cfg, cfg.n_embd, ("heads", "kv", "embed"), "c_proj", (-2, -1), _proj_std(cfg))
         out = nn.Dropout(cfg.resid_pdrop)(out(context), deterministic=self.deterministic)

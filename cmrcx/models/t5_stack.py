@@ -17,6 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from cmrcx.models import attention
 from cmrcx.models.common import (
     check_compute_options,
     low_precision_dot_general,
@@ -195,13 +196,19 @@ class T5Attention(nn.Module):
         (True = attend). Returns [batch, q, d_model].
         """
         query = self.q(hidden)
-        scores = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)
-        if position_bias is not None:
-            scores = scores + position_bias
-        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
-        probs = jax.nn.softmax(scores, axis=-1).astype(query.dtype)
-        probs = self.dropout(probs, deterministic=self.deterministic)
-        context = jnp.einsum("bhqk,bkhd->bqhd", probs, value)
+        if attention.use_dot_product(not self.deterministic and self.config.dropout_rate > 0):
+            # The relative position bias as the API's `bias` (T5 does not scale scores).
+            context = attention.dot_product_attention(
+                query, key, value, bias=position_bias, mask=mask
+            )
+        else:
+            scores = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)
+            if position_bias is not None:
+                scores = scores + position_bias
+            scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+            probs = jax.nn.softmax(scores, axis=-1).astype(query.dtype)
+            probs = self.dropout(probs, deterministic=self.deterministic)
+            context = jnp.einsum("bhqk,bkhd->bqhd", probs, value)
         context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
         return self.o(context)
 

@@ -160,6 +160,10 @@ class XLNetRelativeAttention(nn.Module):
         value = jnp.einsum("bje,end->bjnd", hidden, v)
         key_r = jnp.einsum("pe,end->pnd", positions.astype(dtype), r)
         query = nn.with_logical_constraint(query, ("batch", "length", "heads", "kv"))
+        # Always these einsums, never `jax.nn.dot_product_attention` (cmrcx.models.attention):
+        # its one query . key product plus a bias would need the position and segment terms
+        # below, which depend on the query, materialised as a [b, heads, L, L] bias: the
+        # size of the scores a fused kernel avoids, with their gradient through the bias.
         content = jnp.einsum("bind,bjnd->bnij", query + r_w_bias, key)
         position = rel_shift(jnp.einsum("bind,pnd->bnip", query + r_r_bias, key_r), hidden.shape[1])
         # Segment term: one score per (query, same / other segment), picked per key.

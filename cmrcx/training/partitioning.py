@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.experimental import mesh_utils
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 MESH_AXES = ("data", "model")
 
@@ -53,24 +54,60 @@ def logical_rules(name: str) -> tuple[tuple[str, str | None], ...]:
     return RULE_SETS[name]
 
 
-def make_mesh(mesh_shape: Sequence[int] = (-1, 1), devices=None) -> Mesh:
+def make_mesh(
+    mesh_shape: Sequence[int] = (-1, 1), devices=None, dcn_mesh_shape: Sequence[int] | None = None
+) -> Mesh:
     """A (data, model) mesh; one -1 entry takes the remaining devices.
+
+    The devices are placed by `jax.make_mesh`, which on a TPU slice follows its physical
+    torus (the ring that makes an all-reduce over `data` cheap) and on GPUs orders them by
+    id. dcn_mesh_shape (several TPU slices, or GPU hosts joined by a slower network): the
+    (data, model) sizes across slices, mesh_shape being one slice's; the mesh is
+    `mesh_utils.create_hybrid_device_mesh`'s, each slice a block of it, so that only the
+    axis split across slices (data, normally) crosses the slow network. Devices with no
+    slice index (GPUs, CPUs) take each process as a slice. Axes are `AxisType.Auto`:
+    shardings come from `jit`'s and the models' logical constraints.
 
     >>> make_mesh((-1, 2)).shape  # on 8 devices
     {'data': 4, 'model': 2}
+    >>> make_mesh((-1, 2), dcn_mesh_shape=(2, 1)).shape  # on 2 slices of 8
+    {'data': 8, 'model': 2}
     """
-    devices = np.asarray(devices if devices is not None else jax.devices())
+    devices = list(devices if devices is not None else jax.devices())
+    axis_types = (AxisType.Auto,) * len(MESH_AXES)
+    return Mesh(device_array(mesh_shape, devices, dcn_mesh_shape), MESH_AXES, axis_types)
+
+
+def device_array(mesh_shape: Sequence[int], devices, dcn_mesh_shape=None) -> np.ndarray:
+    """The devices as make_mesh lays them out: [data, model] (see there)."""
+    if dcn_mesh_shape is None:
+        shape = _mesh_sizes(mesh_shape, len(devices), "mesh_shape")
+        # jax.make_mesh lays out the devices; its own Mesh would default to explicit axes.
+        return jax.make_mesh(shape, MESH_AXES, devices=devices).devices
+    dcn = _mesh_sizes(dcn_mesh_shape, None, "dcn_mesh_shape")
+    slices = math.prod(dcn)
+    if len(devices) % slices:
+        raise ValueError(f"dcn_mesh_shape {tuple(dcn_mesh_shape)}: {len(devices)} devices")
+    ici = _mesh_sizes(mesh_shape, len(devices) // slices, "mesh_shape (one slice)")
+    by_process = not hasattr(devices[0], "slice_index")
+    return mesh_utils.create_hybrid_device_mesh(ici, dcn, devices, process_is_granule=by_process)
+
+
+def _mesh_sizes(mesh_shape: Sequence[int], devices: int | None, name: str) -> list[int]:
+    """mesh_shape with its -1 filled from `devices` (None: no -1 allowed), checked."""
     shape = list(mesh_shape)
     if len(shape) != len(MESH_AXES):
-        raise ValueError(f"mesh_shape {mesh_shape} needs one size per axis {MESH_AXES}")
+        raise ValueError(f"{name} {tuple(mesh_shape)} needs one size per axis {MESH_AXES}")
+    if devices is None and -1 in shape:
+        raise ValueError(f"{name} {tuple(mesh_shape)}: give every size (no -1 across slices)")
     if shape.count(-1) > 1:
-        raise ValueError(f"mesh_shape {mesh_shape}: at most one -1")
+        raise ValueError(f"{name} {tuple(mesh_shape)}: at most one -1")
     known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
-        shape[shape.index(-1)] = devices.size // known
-    if math.prod(shape) != devices.size:
-        raise ValueError(f"mesh_shape {mesh_shape} does not fit {devices.size} devices")
-    return Mesh(devices.reshape(shape), MESH_AXES)
+        shape[shape.index(-1)] = devices // known
+    if devices is not None and math.prod(shape) != devices:
+        raise ValueError(f"{name} {tuple(mesh_shape)} does not fit {devices} devices")
+    return shape
 
 
 def state_shardings(abstract_boxed_state, mesh: Mesh, rules=DEFAULT_RULES):

@@ -345,7 +345,8 @@ def file_digest(paths: Sequence[str], suffix: str = "") -> str:
 _NOT_DATA_FIELDS = (
     "model_dir require_pretrained batch_size grad_accum_steps check_memory eval_batch_size "
     "num_epochs num_train_steps learning_rate warmup_fraction weight_decay max_grad_norm "
-    "adam_epsilon optimizer seed mesh_shape partitioning logical_rules log_every save_every "
+    "adam_epsilon optimizer seed mesh_shape dcn_mesh_shape partitioning logical_rules "
+    "attention_implementation log_every save_every "
     "keep_checkpoints eval_every select_best select_mode eval_every_epochs decoding "
     "tfds_cache_dir prefetch_batches max_decoded_examples generation_method generation_top_k "
     "generation_temperature generation_max_new_tokens generation_start_token_id "

@@ -16,6 +16,7 @@ from cmrcx.common.errors import ConfigError
 from cmrcx.common.field_types import check_field_types
 from cmrcx.common.paths import resolve_path
 from cmrcx.models import registry
+from cmrcx.models.attention import IMPLEMENTATIONS
 from cmrcx.models.bert import BertConfig
 from cmrcx.training.partitioning import RULE_SETS
 
@@ -116,6 +117,13 @@ class RunConfig:
     mesh_shape: tuple[int, int] = (-1, 1)  # (data, model); -1 takes the rest
     partitioning: str = "data"  # rule set: data | fsdp | tensor (cmrcx.training.partitioning)
     logical_rules: tuple | None = None  # an explicit rules table; overrides `partitioning`
+    # Attention: "auto" (jax.nn.dot_product_attention on gpu/tpu, the einsums on cpu),
+    # "einsum" or "dot_product" (cmrcx.models.attention).
+    attention_implementation: str = "auto"
+    # Mesh over several TPU slices / GPU hosts: None, one mesh from jax.make_mesh; or the
+    # (data, model) sizes of the mesh across slices (DCN), mesh_shape being one slice's
+    # (ICI): mesh_utils.create_hybrid_device_mesh (cmrcx.training.partitioning.make_mesh).
+    dcn_mesh_shape: tuple[int, int] | None = None
     log_every: int = 10  # steps between metric lines
     save_every: int = 500  # steps between checkpoints (the last step is always saved)
     keep_checkpoints: int = 3
@@ -201,6 +209,11 @@ class RunConfig:
         if run.partitioning not in RULE_SETS:
             raise ConfigError(
                 f"RunConfig.partitioning {run.partitioning!r}: use one of {', '.join(RULE_SETS)}"
+            )
+        if run.attention_implementation not in IMPLEMENTATIONS:
+            raise ConfigError(
+                f"RunConfig.attention_implementation {run.attention_implementation!r}: use one "
+                f"of {', '.join(IMPLEMENTATIONS)}"
             )
         if run.optimizer not in OPTIMIZERS:
             raise ConfigError(
@@ -456,6 +469,8 @@ def read_run_config(model_dir: str) -> RunConfig | None:
         rules = data.get("logical_rules")
         data["logical_rules"] = None if rules is None else tuple(tuple(r) for r in rules)
         data["mesh_shape"] = tuple(data["mesh_shape"])
+        if data.get("dcn_mesh_shape") is not None:
+            data["dcn_mesh_shape"] = tuple(data["dcn_mesh_shape"])
         return RunConfig(model=model, **data)
     except (ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{path} is unreadable ({error}); remove it to start afresh") from error

@@ -33,7 +33,12 @@ from cmrcx.training import (
 )
 from cmrcx.training import selection as model_selection
 from cmrcx.training.metric_writer import MetricWriter
-from cmrcx.training.model_dir import SIGTERM, check_writable, model_dir_lock, sigterm_flag
+from cmrcx.training.model_dir import (
+    check_writable,
+    model_dir_lock,
+    preemption_noticed,
+    sigterm_flag,
+)
 from cmrcx.training.prefetch import Prefetched
 from cmrcx.training.prepared_examples import prepared_store
 from cmrcx.training.run_config import RunConfig
@@ -72,7 +77,7 @@ class Runner:
         self.train_task, self.score_task = self.task.train_task, self.task.score_task
         self.model = self.task.model
         self.store = prepared_store(run)
-        self.mesh = partitioning.make_mesh(run.mesh_shape)
+        self.mesh = partitioning.make_mesh(run.mesh_shape, dcn_mesh_shape=run.dcn_mesh_shape)
         self.eval_batch_size = self._check_batch_sizes()
         self._train_windows = None  # training examples, once counted
         # The rate the update after k steps uses (host side, for the metric lines).
@@ -95,6 +100,7 @@ class Runner:
             rules=run.logical_rules or partitioning.logical_rules(run.partitioning),
             seed=run.seed,
             grad_accum_steps=run.grad_accum_steps,
+            attention_implementation=run.attention_implementation,
         )
         self.checkpoints = checkpoints.TrainCheckpoints(
             run.model_dir,
@@ -343,7 +349,7 @@ class Runner:
         lines written after that step, and an evaluation the kill cut short runs again.
         """
         run, shown = self.run, jax.process_index() == 0
-        with model_dir_lock(run.model_dir), sigterm_flag() as sigterm:
+        with model_dir_lock(run.model_dir), sigterm_flag():
             self.checkpoints.remove_unfinished()
             end = min(self.num_train_steps, stop_at or self.num_train_steps)
             if (self.checkpoints.latest_step() or 0) < end:
@@ -372,9 +378,9 @@ class Runner:
             ):
                 state = self._train_loop(state, end, batches, progress, losses)
             step = int(jax.device_get(state.step))
-            if sigterm.is_set() and step < end:
+            if step < end:  # the loop stops early only for a preemption notice
                 raise errors.Preempted(
-                    f"SIGTERM: stopped after step {step} and saved it "
+                    f"SIGTERM (here or on another host): stopped after step {step} and saved it "
                     f"({self.checkpoints.directory}/{step}); run the same command to resume"
                 )
         return state, losses
@@ -420,7 +426,8 @@ class Runner:
         return periodic or (self.selection is not None and step == self.num_train_steps)
 
     def _train_loop(self, state, end: int, batches, progress, losses):
-        """Steps start..end; stops early, saved, after the step in which SIGTERM arrived.
+        """Steps start..end; stops early, saved, after the step in which SIGTERM arrived
+        (several hosts: at the preemption sync point, the same step on all).
         With a selection, an evaluation step is evaluated before it is saved (SIGTERM
         or not), and its checkpoint carries the scores."""
         run, sums, flags = self.run, None, None
@@ -428,7 +435,7 @@ class Runner:
             state, metrics = self.trainer.train_step(state, next(batches))
             sums = metrics if sums is None else jax.tree.map(operator.add, sums, metrics)
             flags = _first_nonfinite(flags, metrics, step + 1)
-            stop = SIGTERM.is_set()
+            stop = preemption_noticed(step + 1)  # every host answers the same
             evaluating = self._evaluates_at(step + 1)
             selecting = evaluating and self.selection is not None
             force = step + 1 == end or stop or selecting

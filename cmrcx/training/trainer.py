@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from cmrcx.models import attention
 from cmrcx.models.common import cpu_inference
 from cmrcx.training import cpu_threefry, partitioning
 
@@ -145,8 +146,12 @@ class Trainer:
         rules=partitioning.DEFAULT_RULES,
         seed: int = 0,
         grad_accum_steps: int = 1,
+        attention_implementation: str = "auto",
     ):
         """example_batch: numpy arrays of the training batch shape (values unused).
+
+        attention_implementation: what the steps' attention traces as
+        (`cmrcx.models.attention.IMPLEMENTATIONS`; "auto": by platform).
 
         grad_accum_steps: the batch is split into this many micro-batches whose
         gradients are summed before the one optimizer update (same update as
@@ -155,6 +160,8 @@ class Trainer:
         cpu_threefry.install()  # dropout masks on CPU: the same bits, one fused kernel
         self.model, self.optimizer, self.mesh, self.rules = model, optimizer, mesh, rules
         self.seed, self.grad_accum_steps = seed, grad_accum_steps
+        attention.check_implementation(attention_implementation)
+        self.attention_implementation = attention_implementation
         batch_size = len(next(iter(example_batch.values())))
         data_size = mesh.shape["data"]
         if batch_size % (grad_accum_steps * data_size):
@@ -190,7 +197,7 @@ class Trainer:
 
         @functools.wraps(model.score_batch)  # compile logs name it score_batch
         def score_step(params, batch):
-            with cpu_inference(one_cpu):
+            with cpu_inference(one_cpu), attention.implementation(attention_implementation):
                 return model.score_batch(params, batch)
 
         self._score_step = jax.jit(
@@ -232,7 +239,12 @@ class Trainer:
 
     def _summed_grads(self, params, batch: dict, dropout_rng: jax.Array):
         """Gradients of the summed loss, and metric sums, over the whole batch."""
-        sum_grads = jax.grad(self.model.loss_fn, has_aux=True)
+
+        def loss_fn(*args):  # traced with the run's attention implementation
+            with attention.implementation(self.attention_implementation):
+                return self.model.loss_fn(*args)
+
+        sum_grads = jax.grad(loss_fn, has_aux=True)
         if self.grad_accum_steps == 1:
             return sum_grads(params, batch, dropout_rng)
         micro_batches = jax.tree.map(self._split_micro_batches, batch)
@@ -273,7 +285,10 @@ class Trainer:
     def with_grad_accum_steps(self, k: int) -> Trainer:
         """This trainer with the batch in `k` micro-batches (to size its compiled step)."""
         example = {key: np.zeros(v.shape, v.dtype) for key, v in self._example.items()}
-        return Trainer(self.model, self.optimizer, self.mesh, example, self.rules, self.seed, k)
+        return Trainer(
+            self.model, self.optimizer, self.mesh, example, self.rules, self.seed, k,
+            self.attention_implementation,
+        )  # fmt: skip
 
     def compile_train_step(self):
         """The train step compiled from shapes alone (nothing allocated), for its memory

@@ -1,9 +1,15 @@
 """Mesh construction and the logical-axis rules."""
 
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.sharding import PartitionSpec
+from jax.sharding import AxisType, PartitionSpec
 
 from cmrcx.training import partitioning
 
@@ -39,3 +45,78 @@ def test_bytes_per_device_counts_each_devices_share():
     mesh = partitioning.make_mesh((1, 1), jax.devices()[:1])
     leaf = jax.ShapeDtypeStruct((4, 6), jnp.float32, sharding=partitioning.replicated(mesh))
     assert partitioning.bytes_per_device({"a": leaf, "b": leaf}) == 2 * 4 * 6 * 4
+
+
+def test_meshes_come_from_jax_make_mesh_with_auto_axes(monkeypatch):
+    """jax.make_mesh places the devices (the topology-aware layout on TPU); the axes stay
+    Auto (make_mesh's own default, Explicit, would change how shardings propagate)."""
+    called = []
+    real = jax.make_mesh
+
+    def recorded(shape, names, **kwargs):
+        called.append(tuple(shape))
+        return real(shape, names, **kwargs)
+
+    monkeypatch.setattr(partitioning.jax, "make_mesh", recorded)
+    mesh = partitioning.make_mesh((-1, 1))
+    assert called == [(jax.device_count(), 1)]
+    assert mesh.axis_types == (AxisType.Auto, AxisType.Auto)
+    assert list(mesh.devices.flat) == jax.devices()
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeDevice:
+    """What create_hybrid_device_mesh reads of a device on a multi-slice job."""
+
+    id: int
+    slice_index: int
+    process_index: int = 0
+    platform: str = "cpu"
+    device_kind: str = "cpu"
+
+
+def test_the_hybrid_mesh_keeps_each_slice_a_block_of_data_rows():
+    """2 slices of 4 devices, (data, model) = (2, 2) in a slice and (2, 1) across: each
+    slice's devices fill whole rows of `data`, so only `data` crosses between slices."""
+    devices = [FakeDevice(i, slice_index=i // 4) for i in (4, 0, 5, 1, 6, 2, 7, 3)]
+    array = partitioning.device_array((-1, 2), devices, dcn_mesh_shape=(2, 1))
+    assert array.shape == (4, 2)
+    assert [[d.slice_index for d in row] for row in array] == [[0, 0], [0, 0], [1, 1], [1, 1]]
+    assert sorted(d.id for d in array[:2].flat) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="Number of slices 2 must equal"):
+        partitioning.device_array((-1, 1), devices, dcn_mesh_shape=(4, 1))
+    with pytest.raises(ValueError, match="no -1 across slices"):
+        partitioning.device_array((-1, 1), devices, dcn_mesh_shape=(-1, 1))
+    with pytest.raises(ValueError, match="does not fit 4 devices"):
+        partitioning.device_array((3, 1), devices, dcn_mesh_shape=(2, 1))
+
+
+def test_the_hybrid_mesh_on_one_process_takes_it_as_one_slice():
+    """CPU devices have no slice index: each process is a slice."""
+    mesh = partitioning.make_mesh((-1, 1), dcn_mesh_shape=(1, 1))
+    assert mesh.shape == {"data": jax.device_count(), "model": 1}
+    assert mesh.axis_types == (AxisType.Auto, AxisType.Auto)
+
+
+def test_meshes_on_eight_simulated_devices():
+    """In a process of 8 simulated CPU devices: (-1, 2) is 4 x 2 in device order, and a
+    hybrid mesh of that one process is the same mesh."""
+    script = textwrap.dedent(
+        """
+        import jax
+        from cmrcx.training import partitioning
+        mesh = partitioning.make_mesh((-1, 2))
+        hybrid = partitioning.make_mesh((-1, 2), dcn_mesh_shape=(1, 1))
+        ids = [[d.id for d in row] for row in mesh.devices]
+        assert mesh.shape == {"data": 4, "model": 2}, mesh.shape
+        assert ids == [[0, 1], [2, 3], [4, 5], [6, 7]], ids
+        assert (hybrid.devices == mesh.devices).all()
+        print("ok")
+        """
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -81,7 +81,7 @@ def test_a_real_sigterm_to_a_training_process(tmp_path):
     stderr += child.stderr.read()
     assert child.wait(timeout=120) == launch.PREEMPTED_EXIT_STATUS
     message = stderr.strip().splitlines()[-1]
-    assert message.startswith("preempted: SIGTERM: stopped after step ")
+    assert message.startswith("preempted: SIGTERM (here or on another host): stopped after step ")
     step = int(message.split("after step ")[1].split()[0])
     assert 0 < step < 400 and (tmp_path / "run" / "checkpoints" / str(step)).is_dir()
 
