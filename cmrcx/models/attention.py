@@ -90,9 +90,10 @@ def use_dot_product(dropout_active: bool = False, platform: str | None = None) -
 # (compute capability 8.0) or newer (jax._src.cudnn.fused_attention_stablehlo,
 # check_layout and check_is_flash_attention, jax 0.10.2). A V100 (7.0) gets XLA's.
 _CUDNN_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
-# What the cuDNN path puts for "masked" into its bias: jax's own value for bf16 in
+# What the cuDNN path puts for "masked" into its bias: jax's own value for float16 in
 # fused_attention_stablehlo.get_large_negative_number (a workaround there for cuDNN's
-# trouble with two very large negative numbers), used for float16 too.
+# trouble with two very large negative numbers; bf16 gets -2 << 40 there), which both
+# dtypes hold: exp(-32768 + any score seen) is 0 in float32.
 _CUDNN_MASKED = -(2 << 14)
 
 

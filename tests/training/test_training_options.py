@@ -262,6 +262,7 @@ def test_options_from_gin(clean_gin, tmp_path):
 def test_bad_options_are_config_errors(clean_gin, tmp_path):
     for binding, message in [
         ("RunConfig.partitioning = 'zero3'", "use one of data, fsdp, tensor"),
+        ("RunConfig.attention_implementation = 'flash'", "use one of auto, einsum, dot_product"),
         ("RunConfig.grad_accum_steps = 3", "does not split into grad_accum_steps 3"),
     ]:
         gin.clear_config()
@@ -327,3 +328,34 @@ def test_metric_lines_carry_each_steps_learning_rate(tiny_runner, tmp_path, opti
         expected = {step: rate(step - 1) for step in rates}
     assert {2, 3} <= set(rates) and rates[3] > 0
     assert rates == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_trainer_traces_its_steps_with_the_runs_attention(monkeypatch):
+    """attention_implementation "dot_product": the score step (inference) goes through
+    jax.nn.dot_product_attention, the train step too once attention dropout is off; "auto"
+    on CPU: neither."""
+    import dataclasses
+
+    from cmrcx.models import attention
+
+    calls = []
+    real = jax.nn.dot_product_attention
+    monkeypatch.setattr(
+        attention.jax.nn, "dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    no_dropout = dataclasses.replace(SMALL, attention_dropout=0.0)
+    for implementation, expected in (("auto", False), ("dot_product", True)):
+        model = ClozeModel(registry.network(no_dropout, "cloze"))
+        mesh = partitioning.make_mesh((1, 1), jax.devices()[:1])
+        trainer = Trainer(
+            model, adamw_with_warmup(1e-3, 10), mesh, make_batch(),
+            attention_implementation=implementation,
+        )  # fmt: skip
+        state = trainer.init_state()
+        calls.clear()
+        state, _ = trainer.train_step(state, make_batch())
+        assert bool(calls) is expected
+        calls.clear()
+        trainer.score(state.params, make_batch())
+        assert bool(calls) is expected
+    assert attention.current_implementation() == "auto"
