@@ -142,3 +142,8 @@ def test_training_with_attention_dropout_keeps_the_einsums(dot_product_calls):
         assert len(dot_product_calls) == layers  # training with dropout: none
         model.apply(params, ids, ids * 0, ids, True)
         assert len(dot_product_calls) == 2 * layers
+
+
+def test_the_comparison_is_offered_by_the_attention_module_and_names_bad_families():
+    with pytest.raises(ValueError, match="family 'xlnet': use one of bert, albert, gpt2, t5"):
+        attention.compare_implementations(["xlnet"])

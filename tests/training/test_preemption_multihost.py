@@ -113,7 +113,8 @@ def test_sigterm_to_one_host_stops_both_at_one_step_and_resumes_exactly(tmp_path
         stopped.append(int(found.group(1)))
     step = stopped[0]
     assert stopped == [step, step] and 2 <= step < STEPS
-    assert sorted(os.listdir(tmp_path / "split" / "checkpoints")) == [str(step)]
+    saved = [int(n) for n in os.listdir(tmp_path / "split" / "checkpoints") if n.isdigit()]
+    assert max(saved) == step  # (besides orbax's first save, step 1)
 
     resumed = start_job(tmp_path, "split", tfds_cache, free_port())
     whole = start_job(tmp_path, "whole", tfds_cache, free_port())  # the uninterrupted job
