@@ -16,8 +16,9 @@ starts once the budget (--budget_s) is spent (recorded as skipped). The rows:
   on the CPU: the largest absolute difference of the logits in float32 and in bf16 compute
   (span-extraction logits for the encoders, LM logits for GPT-2 and the T5s). On a CPU
   both sides are the CPU (0.0): the smoke run checks the plumbing, not the numbers;
-- attention: dot_product_attention vs einsum (a slot: `cmrcx.models.attention`'s switch,
-  "not available in this build" where absent);
+- attention: dot_product_attention vs einsum: BERT, ALBERT, GPT-2 and T5's output and
+  parameter gradient with `jax.nn.dot_product_attention` (cuDNN where it applies) against
+  cmrcx's einsums on the device, float32 and bf16 (the largest relative differences);
 - train bert_base bf16: BERT-base cloze train step, batch 24 x 512, bf16 compute: step
   time, tokens/s and MFU (FLOPs as flops.py counts them; the peak from PEAK_FLOPS by device
   kind, MFU null for a kind not in it);
@@ -71,7 +72,6 @@ FAMILY_MODELS = (
 # mT5's layout on the tiny T5 geometry (models/t5/mt5_base.gin).
 MT5_LAYOUT = {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
 MT5_LAYOUT_EXTRA = {"scale_decoder_outputs": False}
-NOT_AVAILABLE = "not available in this build"
 # Shares of a GPU's memory (XLA_PYTHON_CLIENT_MEM_FRACTION; JAX's default is 0.75): this
 # process's, and the CMRC 2019 tiny run's beside it (a tiny BERT at batch 8 x 128).
 CHECK_MEMORY_FRACTION = "0.85"
@@ -246,16 +246,16 @@ def logits_row(ctx, family: str, gin_file: str, size: str) -> dict:
 
 
 def attention_row(ctx) -> dict:
-    """The slot for `jax.nn.dot_product_attention` against cmrcx's einsum attention: BERT
-    logits on the default device under each implementation, where the switch exists."""
-    try:
-        attention = importlib.import_module("cmrcx.models.attention")
-    except ImportError:
-        return {"attention": NOT_AVAILABLE}
-    compare = getattr(attention, "device_check_comparison", None)
-    if compare is None:
-        return {"attention": NOT_AVAILABLE, "module": "cmrcx.models.attention"}
-    return {"attention": "compared", **compare(smoke=ctx.smoke)}
+    """`jax.nn.dot_product_attention` against cmrcx's einsum attention on the default
+    device (`cmrcx.models.attention.compare_implementations`): each family's output and
+    parameter gradient, float32 and bf16, at length 32 (smoke) or the paper's 512."""
+    from cmrcx.models import attention
+
+    length = 32 if ctx.smoke else 512
+    return {
+        dtype: attention.compare_implementations(dtype=dtype, batch=2, length=length)
+        for dtype in ("float32", "bfloat16")
+    }
 
 
 # ---------------------------------------------------------------- steps
@@ -466,7 +466,13 @@ def summary_line(row: dict) -> str:
     elif "device_kind" in row:
         versions = " ".join(f"{k} {v}" for k, v in row["versions"].items() if v)
         figures = f"{row['platform']} {row['device_kind']} x{row['device_count']}  {versions}"
-    else:  # the attention slot
+    elif "float32" in row and "bfloat16" in row:  # the attention row: largest max_rel
+        figures = "  ".join(
+            f"{dtype} fwd {max(r['forward']['max_rel'] for r in row[dtype].values()):.1e} "
+            f"grad {max(r['grad']['max_rel'] for r in row[dtype].values()):.1e}"
+            for dtype in ("float32", "bfloat16")
+        )
+    else:
         figures = str({k: v for k, v in row.items() if k not in ("row", "status", "seconds")})
     return f"{name:44}{status:8}{row['seconds']:>8.1f}s  {figures}"
 
