@@ -449,6 +449,12 @@ def summary_line(row: dict) -> str:
     name, status = row["row"], row["status"]
     if status != "ok":
         figures = row.get("error", "").splitlines()[0][:90] if row.get("error") else ""
+    elif name.startswith("attention"):  # largest relative differences over the families
+        figures = "  ".join(
+            f"{dtype} fwd {max(r['forward']['max_rel'] for r in row[dtype].values()):.1e} "
+            f"grad {max(r['grad']['max_rel'] for r in row[dtype].values()):.1e}"
+            for dtype in ("float32", "bfloat16")
+        )
     elif "float32" in row:
         f32, bf16 = row["float32"]["max_abs_diff"], row["bfloat16"]["max_abs_diff"]
         figures = f"max |diff| f32 {f32:.2e}  bf16 {bf16:.2e}  (|logit| <= " \
@@ -466,12 +472,6 @@ def summary_line(row: dict) -> str:
     elif "device_kind" in row:
         versions = " ".join(f"{k} {v}" for k, v in row["versions"].items() if v)
         figures = f"{row['platform']} {row['device_kind']} x{row['device_count']}  {versions}"
-    elif "float32" in row and "bfloat16" in row:  # the attention row: largest max_rel
-        figures = "  ".join(
-            f"{dtype} fwd {max(r['forward']['max_rel'] for r in row[dtype].values()):.1e} "
-            f"grad {max(r['grad']['max_rel'] for r in row[dtype].values()):.1e}"
-            for dtype in ("float32", "bfloat16")
-        )
     else:
         figures = str({k: v for k, v in row.items() if k not in ("row", "status", "seconds")})
     return f"{name:44}{status:8}{row['seconds']:>8.1f}s  {figures}"
