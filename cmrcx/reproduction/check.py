@@ -114,6 +114,52 @@ def supported_tasks() -> list[str]:
     )
 
 
+# The CLUE recipes' families: the cmrcx families each runs (the model's registry row).
+CLUE_FAMILIES = {
+    "classification": clue_classifier.FAMILIES,
+    "multiple choice": clue_multichoice.FAMILIES,
+    "reading comprehension": clue_mrc.FAMILIES,
+}
+
+
+def _with_family(run: RunConfig, recipe, families, name: str):
+    """`recipe` when the run's model family is one of `families`; ConfigError otherwise."""
+    from cmrcx.models import registry
+
+    family = registry.family_of(run.model).name
+    if family not in families:
+        raise ConfigError(
+            f"no reference recipe for {run.task} with the {family} family: the {name} "
+            f"recipe trains {', '.join(families)}"
+        )
+    return recipe
+
+
+def recipe_for(run: RunConfig, reference_dir: str | None = None):
+    """The recipe factory of a run ((cmrcx steps, HF folder) -> the recipe), chosen by its
+    task and model family; runs nothing. ConfigError for a task or a family without one."""
+    if run.task not in supported_tasks():
+        raise ConfigError(
+            f"no reference recipe for {run.task} yet: check_reproduction supports "
+            f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py, "
+            "mrc_pytorch/run_mrc.py, run_c3.py and run_multichoice_mrc.py; the LongLM "
+            "authors' finetune.py and finetune_trainer.py; CMRC 2019's "
+            "run_cmrc2019_baseline.py and its paper setting)"
+        )
+    if run.task in LOT_RECIPES:
+        return lot_recipe(run)
+    if run.task in CMRC2019_TASKS:
+        recipe = functools.partial(cmrc2019.recipe, reference_dir=reference_dir)
+        return _with_family(run, recipe, cmrc2019.FAMILIES, "CMRC 2019")
+    if run.task in MULTIPLE_CHOICE_TASKS:
+        group, recipe = "multiple choice", ClueMultipleChoiceRecipe
+    elif run.task in CLUE_MRC_RECIPES:
+        group, recipe = "reading comprehension", CLUE_MRC_RECIPES[run.task]
+    else:
+        group, recipe = "classification", ClueClassifierRecipe
+    return _with_family(run, recipe, CLUE_FAMILIES[group], f"CLUE {group}")
+
+
 def check_reproduction(
     run: RunConfig,
     steps: int,
@@ -129,26 +175,9 @@ def check_reproduction(
     removed afterwards, when None. reference_dir: the authors' released code, for a
     recipe that runs it (CMRC 2019's released script; else $CMRCX_CMRC2019_REFERENCE).
     """
-    if run.task not in supported_tasks():
-        raise ConfigError(
-            f"no reference recipe for {run.task} yet: check_reproduction supports "
-            f"{', '.join(supported_tasks())} (CLUE's classifier_pytorch/run_classifier.py, "
-            "mrc_pytorch/run_mrc.py, run_c3.py and run_multichoice_mrc.py; the LongLM "
-            "authors' finetune.py and finetune_trainer.py; CMRC 2019's "
-            "run_cmrc2019_baseline.py and its paper setting)"
-        )
+    recipe = recipe_for(run, reference_dir)  # a refused task or family: said first
     if steps < 1:
         raise ConfigError(f"--steps {steps}: give at least 1")
-    if run.task in LOT_RECIPES:
-        recipe = lot_recipe(run)
-    elif run.task in MULTIPLE_CHOICE_TASKS:
-        recipe = ClueMultipleChoiceRecipe
-    elif run.task in CLUE_MRC_RECIPES:
-        recipe = CLUE_MRC_RECIPES[run.task]
-    elif run.task in CMRC2019_TASKS:
-        recipe = functools.partial(cmrc2019.recipe, reference_dir=reference_dir)
-    else:
-        recipe = ClueClassifierRecipe
     torch_and_transformers()  # missing: said now, before the cmrcx side runs
     if run.task in CMRC2019_TASKS and run.optimizer == "released_script":
         cmrc2019.reference_dir_of(reference_dir)  # missing: said now, too

@@ -185,38 +185,10 @@ def reference_classifier(config, params: dict, encoder_name: str, num_labels: in
     """transformers' classifier of the family ([RUN] MODEL_CLASSES) holding `params` (the
     cmrcx tree: encoder + "classifier"), written to `out` by the family's HF writer.
     Every dropout is 0."""
-    torch, transformers = torch_and_transformers()
-    family, writer = reference_models.write_encoder(
-        config, params[encoder_name], out, FAMILIES, "CLUE classification"
-    )
-    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
-        model_type = json.load(f)["model_type"]
-    model_class = getattr(transformers, HF_CLASSIFIERS[model_type])
-    transformers.logging.set_verbosity_error()  # no load report (it lists the new head)
-    model = model_class.from_pretrained(out, num_labels=num_labels, dtype=torch.float32)
-    if family == "albert" and model_type == "bert":
-        _share_as_albert_zh(torch, model.bert, writer, params[encoder_name], config)
-    reference_models.load_dense(torch, model.classifier, params["classifier"])
-    reference_models.without_dropout(torch, model)
-    return model
-
-
-def _share_as_albert_zh(torch, bert, writer, params: dict, config) -> None:
-    """The BertModel written for an albert_zh ALBERT made to *train* as ALBERT (as CLUE's
-    ALBERT runs, its own transformers/modeling_albert.py): one encoder layer shared by
-    every depth, the word embedding factorised into the [vocab, embedding] table and a
-    bias-free projection to the hidden size (`cmrcx.weights.albert.bert_tensors` writes
-    their product, which computes the same forward but would train otherwise)."""
-    tensors = dict(writer.hf_tensors(params, config))
-    table = torch.nn.Embedding.from_pretrained(
-        torch.tensor(tensors["embeddings.word_embeddings.weight"]), freeze=False
-    )
-    projection = torch.nn.Linear(config.embedding_size, config.hidden_size, bias=False)
-    with torch.no_grad():
-        projection.weight.copy_(torch.tensor(tensors["embeddings.word_embeddings_2.weight"]))
-    bert.embeddings.word_embeddings = torch.nn.Sequential(table, projection)
-    for depth in range(1, len(bert.encoder.layer)):
-        bert.encoder.layer[depth] = bert.encoder.layer[0]
+    return reference_models.family_model(
+        config, params, encoder_name, out, FAMILIES, "CLUE classification", HF_CLASSIFIERS,
+        num_labels=num_labels,
+    )  # fmt: skip
 
 
 def t_total(train_records: int, batch_size: int, num_epochs: float, max_steps: int | None):

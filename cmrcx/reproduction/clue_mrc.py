@@ -72,8 +72,15 @@ from cmrcx.reproduction import (
 from cmrcx.reproduction.recipe_updates import RecipeRun, torch_adamw, updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
-# transformers' span model of each family the recipe runs.
-HF_SPAN_MODELS = {"bert": "BertForQuestionAnswering", "xlnet": "XLNetForQuestionAnsweringSimple"}
+# transformers' span model of each family the recipe runs, by the model_type of the
+# family's HF writer (ALBERT in the albert_zh layout is written as the BertModel computing
+# the same, trained as ALBERT: `reference_models.share_as_albert_zh`).
+HF_SPAN_MODELS = {
+    "bert": "BertForQuestionAnswering",
+    "albert": "AlbertForQuestionAnswering",
+    "xlnet": "XLNetForQuestionAnsweringSimple",
+}
+FAMILIES = tuple(HF_SPAN_MODELS)  # the cmrcx families the recipe runs
 XLNET_NO_DECAY = ("bias", "layer_norm")  # see the module docstring
 # [MOD] BertLayerNorm(hidden_size, eps=1e-5) in every layer, whatever bert_config.json says
 # (its apex FusedLayerNorm is built with the same eps).
@@ -85,16 +92,10 @@ MATCHED = ("input_ids", "token_type_ids", "input_mask", "start_position", "end_p
 def reference_span_model(config, params: dict, encoder_name: str, out: str):
     """transformers' span model of the family holding `params` (the cmrcx tree: encoder +
     "qa_outputs"), written to `out` by the family's HF writer. Every dropout is 0."""
-    torch, transformers = torch_and_transformers()
-    family, _ = reference_models.write_encoder(
-        config, params[encoder_name], out, tuple(HF_SPAN_MODELS), "CLUE CMRC 2018"
-    )
-    transformers.logging.set_verbosity_error()  # no load report (it lists the new head)
-    model_class = getattr(transformers, HF_SPAN_MODELS[family])
-    model = model_class.from_pretrained(out, dtype=torch.float32)
-    reference_models.load_dense(torch, model.qa_outputs, params["qa_outputs"])
-    reference_models.without_dropout(torch, model)
-    return model
+    return reference_models.family_model(
+        config, params, encoder_name, out, FAMILIES, "CLUE CMRC 2018", HF_SPAN_MODELS,
+        head="qa_outputs",
+    )  # fmt: skip
 
 
 def match_windows(batches: Sequence[dict], windows: dict) -> list[np.ndarray]:

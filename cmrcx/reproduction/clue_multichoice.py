@@ -280,23 +280,23 @@ def chid_decode(features: Features, logits: np.ndarray) -> dict[str, int]:
 # --- The model, its steps and predictions --------------------------------------------------
 
 
+# [MODEL]'s class and its ALBERT and XLNet counterparts in transformers, by the model_type
+# of the family's HF writer (ALBERT in the albert_zh layout is written as the BertModel
+# computing the same: `clue_classifier.HF_CLASSIFIERS`).
+HF_MULTIPLE_CHOICE = {
+    "bert": "BertForMultipleChoice",
+    "albert": "AlbertForMultipleChoice",
+}
+FAMILIES = ("bert", "albert")  # the cmrcx families the recipe runs
+
+
 def reference_model(config, params: dict, encoder_name: str, out: str):
-    """transformers' BertForMultipleChoice ([MODEL]) holding `params`, every dropout 0.
-    The batches' rows are matched to the recipe's examples by `clue_classifier.match_rows`."""
-    torch, transformers = torch_and_transformers()
-    from cmrcx.models import registry
-
-    family = registry.family_of(config).name
-    if family != "bert":
-        raise ConfigError(f"the CLUE multiple-choice recipe runs bert; not {family}")
-    from cmrcx.weights import bert
-
-    bert.write_hf_dir(out, params[encoder_name], config, None)
-    transformers.logging.set_verbosity_error()  # no load report (it lists the new head)
-    model = transformers.BertForMultipleChoice.from_pretrained(out, dtype=torch.float32)
-    reference_models.load_dense(torch, model.classifier, params["classifier"])
-    reference_models.without_dropout(torch, model)
-    return model
+    """transformers' multiple-choice model of the family ([MODEL]'s BertForMultipleChoice
+    for BERT) holding `params`, every dropout 0. The batches' rows are matched to the
+    recipe's examples by `clue_classifier.match_rows`."""
+    return reference_models.family_model(
+        config, params, encoder_name, out, FAMILIES, "CLUE multiple-choice", HF_MULTIPLE_CHOICE
+    )
 
 
 def _inputs(torch, features: Features, rows: np.ndarray) -> dict:

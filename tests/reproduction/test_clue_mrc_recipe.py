@@ -240,3 +240,29 @@ def test_xlnet_attention_biases_are_not_decayed():
     assert decayed["layer_0"]["rel_attn"] == {
         "r_w_bias": False, "r_r_bias": False, "r_s_bias": False, "q": True, "seg_embed": True
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "gin_file",
+    [
+        # albert_zh layout (CLUE's ALBERT-tiny), as the BertModel trained as ALBERT.
+        "clue_cmrc2018_albert_tiny.gin",
+        # Google's layout: transformers' AlbertForQuestionAnswering.
+        pytest.param("clue_cmrc2018_albert_xxlarge.gin", marks=pytest.mark.slow),
+    ],
+)
+def test_albert_same_steps(tmp_path, gin_file):
+    """ALBERT through the BERT path (the recipe's json2features windows) at the tiny
+    geometry, the paper setting's optimizer: 16 windows / 4 x 2 epochs = 8 steps at 1e-3,
+    int(0.8) = 0 warm-up steps."""
+    run = _run(
+        tmp_path,
+        [gin_file, "local_tiny.gin"],
+        "DATA_DIR = 'cmrcx:data/clue_mrc_sample/cmrc2018_public'",
+        "RunConfig.batch_size = 4",
+        "RunConfig.num_epochs = 2.0",
+    )
+    comparison = check.check_reproduction(run, STEPS, work_dir=str(tmp_path / "work"))
+    assert comparison.reference.layout == "bert"
+    _assert_same_windows(comparison)
+    _assert_same_steps(comparison, [1e-3 * (8 - k) / 8 for k in range(STEPS)])

@@ -115,8 +115,17 @@ C3_GINS = [
         marks=pytest.mark.slow,
         id="clue_c311_bert.gin-grad_accum_steps_2",
     ),
+    # ALBERT: albert_zh layout (the BertModel trained as ALBERT), Google's layout
+    # (transformers' AlbertForMultipleChoice).
+    "clue_c311_albert_tiny.gin",
+    pytest.param("clue_c311_albert_xxlarge.gin", marks=pytest.mark.slow),
 ]
-CHID_GINS = ["clue_chid11_tiny.gin", pytest.param("clue_chid11_bert.gin", marks=pytest.mark.slow)]
+CHID_GINS = [
+    "clue_chid11_tiny.gin",
+    pytest.param("clue_chid11_bert.gin", marks=pytest.mark.slow),
+    "clue_chid11_albert_xxlarge.gin",
+    pytest.param("clue_chid11_albert_tiny.gin", marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize("gin_file", C3_GINS)
