@@ -216,14 +216,42 @@ def recipe_hyper(run: RunConfig, t_total: int) -> dict:
     }
 
 
+def _cmrcx_framed(run: RunConfig) -> bool:
+    """Whether the run's family is one the CLUE recipes take the rows of from cmrcx's
+    batches (`clue_classifier.CMRCX_FRAMED`: XLNet)."""
+    from cmrcx.models import registry
+
+    return registry.family_of(run.model).name in clue_classifier.CMRCX_FRAMED
+
+
+def _framed_here(recipe) -> None:
+    if recipe.cmrcx_framed:
+        raise ConfigError(
+            f"{recipe.run.task}: the recipe's predictions are of the families it encodes "
+            "itself; XLNet's rows are cmrcx's (its training steps are compared)"
+        )
+
+
 class ClueClassifierRecipe:
-    """The CLUE classification recipe (`clue_classifier`) set up from a cmrcx run."""
+    """The CLUE classification recipe (`clue_classifier`) set up from a cmrcx run.
+
+    XLNet: what is the recipe's is the model class of transformers the run's head equals
+    (XLNetForSequenceClassification: the sequence summary of the last token, <cls>, then
+    logits_proj), its loss and [RUN]'s optimizer and schedule (the run's: CLUE trained
+    XLNet with XLNet's TF scripts, whose AdamW, warm-up and clipping the paper setting's
+    transformers2_adamw steps match, with their weight-decay exclusions,
+    recipe_updates.XLNET_NO_DECAY); what is the family's, the input framing (`a <sep> b
+    <sep> <cls>`, left padded, segments 0/1/2), is cmrcx's own: the recipe is fed
+    cmrcx's rows (`clue_classifier.batch_features`), not an encoding of its own.
+    """
 
     def __init__(self, ours: cmrcx_steps.CmrcxSteps, hf_dir: str):
         run = ours.runner.run
         self.run, self.row = run, CLUE_CLASSIFICATION[run.task]
-        self.tokenizer = clue_classifier.tokenizer_for(run.vocab_file, run.lower_case)
-        self.train_features = self.features(run.train_split)
+        self.cmrcx_framed = _cmrcx_framed(run)
+        if not self.cmrcx_framed:
+            self.tokenizer = clue_classifier.tokenizer_for(run.vocab_file, run.lower_case)
+            self.train_features = self.features(run.train_split)
         self.model = clue_classifier.reference_classifier(
             run.model,
             ours.initial_params,
@@ -242,17 +270,26 @@ class ClueClassifierRecipe:
         """The recipe's steps over cmrcx's batches (each row matched to the recipe's own
         encoding of its record first)."""
         run = self.run
+        hyper = {}
+        if self.cmrcx_framed:
+            self.train_features = clue_classifier.batch_features(batches)
+            path = os.path.join(run.data_dir, self.row.split_files[run.train_split])
+            records = clue_classifier.labelled_records(self.row.dataset, path)
+            hyper["no_decay"] = recipe_updates.XLNET_NO_DECAY
+        else:
+            records = len(self.train_features.labels)
         rows = clue_classifier.match_rows(batches, self.train_features)
         total = clue_classifier.t_total(
-            len(self.train_features.labels), run.batch_size, run.num_epochs, run.num_train_steps
+            records, run.batch_size, run.num_epochs, run.num_train_steps
         )
         return clue_classifier.train_steps(
-            self.model, self.train_features, rows, recipe_hyper(run, total)
+            self.model, self.train_features, rows, {**recipe_hyper(run, total), **hyper}
         )
 
     def predictions(self, split: str) -> tuple[list[str], float]:
         """(predicted label strings in file order, accuracy) of the model on a labelled
         split ([RUN] evaluate())."""
+        _framed_here(self)
         features = self.features(split)
         predicted = clue_classifier.predict(self.model, features, self.run.eval_batch_size)
         labels = [self.row.labels[i] for i in predicted]
@@ -261,13 +298,23 @@ class ClueClassifierRecipe:
 
 class ClueMultipleChoiceRecipe:
     """The CLUE multiple-choice recipe (`clue_multichoice`: C3, ChID) set up from a cmrcx
-    run, its optimizer the run's (`clue_multichoice.OPTIMIZERS`)."""
+    run, its optimizer the run's (`clue_multichoice.OPTIMIZERS`).
+
+    XLNet: the recipe's model class is XLNetForMultipleChoice (each choice's sequence
+    summary, logits_proj to one score), with its loss and the run's optimizer (XLNet's
+    weight-decay exclusions, recipe_updates.XLNET_NO_DECAY); the input framing is the
+    family's as cmrcx builds it (c3.xlnet_question_features, chid.xlnet_blank_features:
+    CLUE ran XLNet on C3 and ChID with XLNet's TF code), so the recipe is fed cmrcx's rows
+    (`clue_classifier.batch_features`), as ClueClassifierRecipe's.
+    """
 
     def __init__(self, ours: cmrcx_steps.CmrcxSteps, hf_dir: str):
         run = self.run = ours.runner.run
         self.is_c3 = run.task.startswith("clue_c3")
-        self.tokenizer = clue_classifier.tokenizer_for(run.vocab_file, run.lower_case)
-        self.train_features = self.features(run.train_split)
+        self.cmrcx_framed = _cmrcx_framed(run)
+        if not self.cmrcx_framed:
+            self.tokenizer = clue_classifier.tokenizer_for(run.vocab_file, run.lower_case)
+            self.train_features = self.features(run.train_split)
         self.model = clue_multichoice.reference_model(
             run.model, ours.initial_params, ours.runner.model.encoder_name, hf_dir
         )
@@ -283,10 +330,17 @@ class ClueMultipleChoiceRecipe:
         encoding of its question or blank first). t_total: num_train_steps, else run_c3.py's
         and run_multichoice_mrc.py's int(examples / batch * epochs)."""
         run = self.run
+        hyper = {"gradient_accumulation_steps": run.grad_accum_steps}
+        if self.cmrcx_framed:
+            self.train_features = clue_classifier.batch_features(batches, clue_multichoice.Features)
+            paths = clue_multichoice.split_paths(run.task, run.data_dir, run.train_split)
+            examples = clue_multichoice.examples(run.task, paths)
+            hyper["no_decay"] = recipe_updates.XLNET_NO_DECAY
+        else:
+            examples = len(self.train_features.labels)
         rows = clue_classifier.match_rows(batches, self.train_features)
-        examples = len(self.train_features.labels)
         total = run.num_train_steps or int(examples / run.batch_size * run.num_epochs)
-        hyper = {**recipe_hyper(run, total), "gradient_accumulation_steps": run.grad_accum_steps}
+        hyper = {**recipe_hyper(run, total), **hyper}
         return clue_multichoice.train_steps(
             self.model, self.train_features, rows, hyper, run.optimizer
         )
@@ -294,6 +348,7 @@ class ClueMultipleChoiceRecipe:
     def predictions(self, split: str):
         """C3: (argmax per question in file order, accuracy); ChID: ({tag: candidate} of
         the global greedy decoding, accuracy over the blanks)."""
+        _framed_here(self)
         features = self.features(split)
         scores = clue_multichoice.logits(self.model, features, self.run.eval_batch_size)
         if self.is_c3:

@@ -53,8 +53,13 @@ from cmrcx.reproduction.reference_imports import torch_and_transformers
 HF_CLASSIFIERS = {
     "bert": "BertForSequenceClassification",
     "albert": "AlbertForSequenceClassification",
+    "xlnet": "XLNetForSequenceClassification",
 }
-FAMILIES = ("bert", "albert")  # the cmrcx families the recipe runs
+FAMILIES = ("bert", "albert", "xlnet")  # the cmrcx families the recipe runs
+# The families whose input the recipe takes from cmrcx's batches (`batch_features`): CLUE
+# trained XLNet with XLNet's TF scripts (its own framing, `a <sep> b <sep> <cls>` left
+# padded, and optimizer), not with run_classifier.py, whose encode_plus has no XLNet layout.
+CMRCX_FRAMED = ("xlnet",)
 
 
 def _pair(first: str, second: str):
@@ -154,6 +159,13 @@ def recipe_features(dataset: str, path: str, tokenizer, max_length: int) -> Feat
     return Features(*(np.array(x, np.int64) for x in (ids, mask, types, lengths, label_ids)))
 
 
+def labelled_records(dataset: str, path: str) -> int:
+    """How many records of `path` have a label of get_labels() (those `recipe_features`
+    encodes: the records of the recipe's t_total)."""
+    labels = set(PROCESSORS[dataset][1])
+    return sum(str(record.get("label")) in labels for record in read_records(path))
+
+
 def match_rows(batches: Sequence[dict], features) -> list[np.ndarray]:
     """For each cmrcx batch, the indices of the recipe's features its real rows equal
     (token ids, segments, mask and label; a multiple-choice row: those of every choice).
@@ -179,6 +191,26 @@ def match_rows(batches: Sequence[dict], features) -> list[np.ndarray]:
             rows.append(index[key][0])
         matched.append(np.array(rows))
     return matched
+
+
+def batch_features(batches: Sequence[dict], features_class=Features):
+    """The real rows of cmrcx's batches as the recipe's features, in order (for a family
+    the recipe does not encode itself, CMRCX_FRAMED): no padding is cut (XLNet's is on
+    the left), so `lengths` is the full row length."""
+    rows = [(batch, row) for batch in batches for row in np.flatnonzero(batch["example_mask"])]
+    if not rows:
+        raise ConfigError("cmrcx's batches hold no real row")
+
+    def stacked(name):
+        return np.stack([np.asarray(batch[name][row], np.int64) for batch, row in rows])
+
+    ids = stacked("input_ids")
+    lengths = np.full(len(rows), ids.shape[-1], np.int64)
+    arrays = (ids, stacked("input_mask"), stacked("token_type_ids"), lengths, stacked("label"))
+    if features_class is Features:
+        return Features(*arrays)
+    ids, mask, types, _, labels = arrays
+    return features_class(list(zip(ids, mask, types, labels, strict=True)))
 
 
 def reference_classifier(config, params: dict, encoder_name: str, num_labels: int, out: str):

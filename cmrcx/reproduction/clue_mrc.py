@@ -67,6 +67,7 @@ from cmrcx.reproduction import (
     clue_classifier,
     clue_mrc_features,
     clue_mrc_optimization,
+    recipe_updates,
     reference_models,
 )
 from cmrcx.reproduction.recipe_updates import RecipeRun, torch_adamw, updates
@@ -81,7 +82,7 @@ HF_SPAN_MODELS = {
     "xlnet": "XLNetForQuestionAnsweringSimple",
 }
 FAMILIES = tuple(HF_SPAN_MODELS)  # the cmrcx families the recipe runs
-XLNET_NO_DECAY = ("bias", "layer_norm")  # see the module docstring
+XLNET_NO_DECAY = recipe_updates.XLNET_NO_DECAY  # see the module docstring
 # [MOD] BertLayerNorm(hidden_size, eps=1e-5) in every layer, whatever bert_config.json says
 # (its apex FusedLayerNorm is built with the same eps).
 SCRIPT_LAYER_NORM_EPS = 1e-5

@@ -282,12 +282,14 @@ def chid_decode(features: Features, logits: np.ndarray) -> dict[str, int]:
 
 # [MODEL]'s class and its ALBERT and XLNet counterparts in transformers, by the model_type
 # of the family's HF writer (ALBERT in the albert_zh layout is written as the BertModel
-# computing the same: `clue_classifier.HF_CLASSIFIERS`).
+# computing the same: `clue_classifier.HF_CLASSIFIERS`; XLNet's rows are cmrcx's,
+# `clue_classifier.CMRCX_FRAMED`).
 HF_MULTIPLE_CHOICE = {
     "bert": "BertForMultipleChoice",
     "albert": "AlbertForMultipleChoice",
+    "xlnet": "XLNetForMultipleChoice",
 }
-FAMILIES = ("bert", "albert")  # the cmrcx families the recipe runs
+FAMILIES = ("bert", "albert", "xlnet")  # the cmrcx families the recipe runs
 
 
 def reference_model(config, params: dict, encoder_name: str, out: str):
@@ -353,6 +355,15 @@ def logits(model, features: Features, batch_size: int) -> np.ndarray:
     with torch.no_grad():
         scores = [model(**_inputs(torch, features, rows)).logits.numpy() for rows in batches]
     return np.concatenate(scores)
+
+
+def examples(task: str, paths: Sequence[str]) -> int:
+    """The recipe's training examples, read without encoding them: C3's questions, ChID's
+    blanks (the answer file's tags)."""
+    if task.startswith("clue_c3"):
+        return len(c3_records(paths))
+    with open(paths[1], encoding="utf-8") as f:
+        return len(json.load(f))
 
 
 def split_paths(task: str, data_dir: str, split: str) -> list[str]:

@@ -19,6 +19,10 @@ from typing import NamedTuple
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 NO_DECAY = ("bias", "LayerNorm.weight")  # [RUN] train(): no_decay
+# XLNet's: CLUE trained it with XLNet's TF scripts, whose exclude_from_weight_decay
+# ["LayerNorm", "layer_norm", "bias"] cmrcx follows (trainer.is_decayed), under
+# transformers' names (layer_norm; r_w_bias, r_r_bias, r_s_bias hold "bias").
+XLNET_NO_DECAY = ("bias", "layer_norm")
 
 # One optimizer update at a learning rate, from the gradients the backward pass left.
 OptimizerStep = Callable[[float], None]
@@ -64,9 +68,9 @@ def parameter_groups(model, weight_decay: float, no_decay=NO_DECAY) -> list[dict
 
 def transformers2_adamw(model, hyper: dict) -> OptimizerStep:
     """[RUN] train()'s step: clip the global gradient norm at max_grad_norm, then [TF2]
-    AdamW(eps=adam_epsilon) over `parameter_groups`."""
+    AdamW(eps=adam_epsilon) over `parameter_groups` (hyper's no_decay, else [RUN]'s)."""
     torch, _ = torch_and_transformers()
-    groups = parameter_groups(model, hyper["weight_decay"])
+    groups = parameter_groups(model, hyper["weight_decay"], hyper.get("no_decay", NO_DECAY))
     state: dict = {}
 
     def step(lr: float) -> None:

@@ -27,6 +27,11 @@ def write_encoder(config, encoder_params: dict, out: str, families: Sequence[str
     return family, writer
 
 
+# A cmrcx head's name in transformers' model where it differs: XLNet's classifiers
+# (XLNetForSequenceClassification, XLNetForMultipleChoice) call it logits_proj.
+HF_HEADS = {("xlnet", "classifier"): "logits_proj"}
+
+
 def family_model(config, params: dict, encoder_name: str, out: str, families, recipe: str,
                  classes: dict, head: str = "classifier", **kwargs):  # fmt: skip
     """transformers' model (`classes`: its class name by the written config's model_type)
@@ -43,7 +48,7 @@ def family_model(config, params: dict, encoder_name: str, out: str, families, re
     model = model_class.from_pretrained(out, dtype=torch.float32, **kwargs)
     if family == "albert" and model_type == "bert":
         share_as_albert_zh(torch, model.bert, writer, params[encoder_name], config)
-    load_dense(torch, getattr(model, head), params[head])
+    load_dense(torch, getattr(model, HF_HEADS.get((model_type, head), head)), params[head])
     without_dropout(torch, model)
     return model
 

@@ -177,3 +177,30 @@ def test_the_recipe_optimizer_is_not_torch_adamw():
     updated = updated - 1e-3 * 0.01 * updated
     np.testing.assert_allclose(weights.detach().numpy(), updated, rtol=1e-6)
     assert not np.allclose(weights.detach().numpy(), reference.detach().numpy(), rtol=1e-7)
+
+
+def test_xlnet_same_steps_as_the_clue_recipe(tmp_path):
+    """XLNet (clue_afqmc_xlnet_mid.gin at the tiny geometry, the bundled SentencePiece
+    model): transformers' XLNetForSequenceClassification under the recipe's optimizer and
+    schedule, fed cmrcx's own rows (XLNet's framing: <cls> last, left padding)."""
+    launch.parse_gin(
+        ["clue_afqmc_xlnet_mid.gin", "local_tiny.gin"],
+        [
+            f"MODEL_DIR = '{tmp_path / 'unused'}'",
+            f"DATA_DIR = '{AFQMC}'",
+            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
+            "RunConfig.batch_size = 4",
+            "RunConfig.max_length = 32",
+            "RunConfig.learning_rate = 1e-3",
+            "RunConfig.num_train_steps = 20",
+        ],
+    )
+    run = launch.run_config_from_gin()
+    comparison = check.check_reproduction(run, STEPS, work_dir=str(tmp_path / "work"))
+    print(check.table(comparison, TOLERANCE))  # the figures, with pytest -s
+    _assert_same_steps(comparison)
+    features = comparison.reference.train_features
+    assert len(set(features.input_ids[:, -1].tolist())) == 1  # <cls>, every row
+    assert (features.attention_mask[:, 0] == 0).any()  # padding on the left
+    with pytest.raises(ConfigError, match="XLNet's rows are cmrcx's"):
+        comparison.reference.predictions("validation")

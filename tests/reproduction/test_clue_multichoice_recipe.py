@@ -53,13 +53,16 @@ def _comparison(tmp_path: Path, gin_file, data_dir: Path, max_length: int):
     """The gin's run (gin_file: a name, or (name, binding)) on the tiny overlay (random
     weights), 20 steps, 2 of warm-up, compared."""
     gin_file, *bindings = (gin_file,) if isinstance(gin_file, str) else gin_file
+    # XLNet keeps local_tiny.gin's bundled SentencePiece model (its ids: [UNK] for most
+    # characters, the same rows on both sides: they are cmrcx's).
+    vocab = [] if "xlnet" in gin_file else [f"VOCAB_FILE = '{_vocab(tmp_path, data_dir)}'"]
     launch.parse_gin(
         [gin_file, "local_tiny.gin"],
         [
             *bindings,
             f"MODEL_DIR = '{tmp_path / 'unused'}'",
             f"DATA_DIR = '{data_dir}'",
-            f"VOCAB_FILE = '{_vocab(tmp_path, data_dir)}'",
+            *vocab,
             f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
             "RunConfig.batch_size = 4",
             f"RunConfig.max_length = {max_length}",
@@ -69,7 +72,9 @@ def _comparison(tmp_path: Path, gin_file, data_dir: Path, max_length: int):
         ],
     )
     run = launch.run_config_from_gin()
-    return check.check_reproduction(run, STEPS, work_dir=str(tmp_path / "work"))
+    comparison = check.check_reproduction(run, STEPS, work_dir=str(tmp_path / "work"))
+    print(check.table(comparison, TOLERANCE))  # the figures, with pytest -s
+    return comparison
 
 
 def _assert_same_steps(comparison) -> None:
@@ -148,6 +153,29 @@ def test_chid_same_steps_and_predictions_as_the_clue_recipe(tmp_path, gin_file):
     assert submitted == decoded
     assert results["accuracy"] == pytest.approx(100 * accuracy)
     _refuses_a_changed_row(comparison)
+
+
+@pytest.mark.parametrize("gin_file, task", [("clue_c311_xlnet_mid.gin", "c3"),
+                                            ("clue_chid11_xlnet_mid.gin", "chid")])  # fmt: skip
+def test_xlnet_same_steps_as_the_clue_recipe(tmp_path, gin_file, task):
+    """XLNet: transformers' XLNetForMultipleChoice under the recipe's optimizer and
+    schedule, fed cmrcx's rows (XLNet's framing: <cls> last, left padding)."""
+    data_dir = _c3_dir(tmp_path) if task == "c3" else SAMPLE / "chid_public"
+    comparison = _comparison(tmp_path, gin_file, data_dir, 64 if task == "c3" else 128)
+    assert not comparison.learning_rates_differ
+    assert [row.learning_rate / LEARNING_RATE for row in comparison.rows] == pytest.approx(
+        [0.0, 0.5, 1.0], rel=1e-6
+    )
+    worst = max(row.relative_difference for row in comparison.rows)
+    assert worst <= TOLERANCE and comparison.verdict == "same", comparison.rows
+    # The tiny XLNet's scores stay near uniform (its 500 pieces leave many characters
+    # <unk>): the losses move by ~2e-5 in 3 steps, still 100 times the differences.
+    moved = abs(comparison.rows[2].loss - comparison.rows[0].loss)
+    assert moved > 100 * worst * comparison.rows[0].loss and moved > 1e-6, comparison.rows
+    features = comparison.reference.train_features
+    assert len(set(features.input_ids[:, :, -1].ravel().tolist())) == 1  # <cls>, every row
+    with pytest.raises(ConfigError, match="XLNet's rows are cmrcx's"):
+        comparison.reference.predictions("validation")
 
 
 def test_chid_doc_tokens_follow_the_character_loop():
