@@ -9,8 +9,9 @@ loss, reference loss, relative difference) and a verdict, "same" or "different";
 "relative_difference"}, ...], "max_relative_difference", "verdict"}.
 
 Recipes: CLUE classification (AFQMC, TNEWS, IFLYTEK, OCNLI, CMNLI, CLUEWSC2020, CSL;
-BERT-family and ALBERT): CLUE's classifier_pytorch/run_classifier.py. CMRC 2018
-(BERT-family and XLNet): CLUE's mrc_pytorch/run_mrc.py (its BERTAdam with
+BERT-family, ALBERT and XLNet): CLUE's classifier_pytorch/run_classifier.py. C3 and
+ChID (BERT-family, ALBERT and XLNet): its run_c3.py and run_multichoice_mrc.py. CMRC 2018
+(BERT-family, ALBERT and XLNet): CLUE's mrc_pytorch/run_mrc.py (its BERTAdam with
 runs/clue_mrc_script.gin, the paper setting's AdamW without). LOT (T5 / LongLM):
 lot_clozet_longlm_authors, the LongLM authors' baselines/understanding/finetune.py;
 lot_outgen and lot_plotcom, their longlm/finetune_trainer.py. CMRC 2019 (BERT family):
