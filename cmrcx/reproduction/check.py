@@ -153,10 +153,18 @@ def recipe_for(run: RunConfig, reference_dir: str | None = None):
         return _with_family(run, recipe, cmrc2019.FAMILIES, "CMRC 2019")
     if run.task in MULTIPLE_CHOICE_TASKS:
         group, recipe = "multiple choice", ClueMultipleChoiceRecipe
+        optimizers = tuple(clue_multichoice.OPTIMIZERS)
     elif run.task in CLUE_MRC_RECIPES:
         group, recipe = "reading comprehension", CLUE_MRC_RECIPES[run.task]
+        optimizers = clue_mrc.OPTIMIZERS
     else:
         group, recipe = "classification", ClueClassifierRecipe
+        optimizers = None  # [RUN]'s own whatever the run's (a different one: steps differ)
+    if optimizers is not None and run.optimizer not in optimizers:
+        raise ConfigError(
+            f"RunConfig.optimizer {run.optimizer!r}: the CLUE {group} recipe compares "
+            f"{' or '.join(optimizers)}"
+        )
     return _with_family(run, recipe, CLUE_FAMILIES[group], f"CLUE {group}")
 
 

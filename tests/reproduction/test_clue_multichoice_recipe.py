@@ -172,6 +172,11 @@ def test_xlnet_same_steps_as_the_clue_recipe(tmp_path, gin_file, task):
     # <unk>): the losses move by ~2e-5 in 3 steps, still 100 times the differences.
     moved = abs(comparison.rows[2].loss - comparison.rows[0].loss)
     assert moved > 100 * worst * comparison.rows[0].loss and moved > 1e-6, comparison.rows
+    # and the last loss is off the uniform scores' log(choices) by far more than the
+    # sides differ (a head reading other states would give other, equally small, scores).
+    choices = comparison.reference.train_features.input_ids.shape[1]
+    off_uniform = abs(comparison.rows[2].loss - np.log(choices))
+    assert off_uniform > 10 * abs(comparison.rows[2].loss - comparison.rows[2].reference_loss)
     features = comparison.reference.train_features
     assert len(set(features.input_ids[:, :, -1].ravel().tolist())) == 1  # <cls>, every row
     with pytest.raises(ConfigError, match="XLNet's rows are cmrcx's"):

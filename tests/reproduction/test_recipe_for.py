@@ -65,3 +65,6 @@ def test_a_family_without_a_recipe_is_refused_before_anything_runs(tmp_path):
     cmrc2019 = dataclasses.replace(_run("cmrc2019_bert.gin", tmp_path), model=GPT2Config())
     with pytest.raises(ConfigError, match="cmrc2019 with the gpt2 family"):
         check.recipe_for(cmrc2019)
+    mrc = dataclasses.replace(_run("clue_cmrc2018_bert.gin", tmp_path), optimizer="adafactor")
+    with pytest.raises(ConfigError, match="optimizer 'adafactor': the CLUE reading comp"):
+        check.recipe_for(mrc)
