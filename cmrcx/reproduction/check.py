@@ -2,8 +2,8 @@
 
 `check_reproduction(run, steps)` returns the rows (step, learning rate, cmrcx loss,
 reference loss, relative difference) and a verdict; `table` and `report_json` print them.
-A run's task picks the recipe (RECIPES); a task without one is a ConfigError naming
-those that have one.
+A run's task and model family pick the recipe (`recipe_for`, before anything runs); a
+task, family or optimizer without one is a ConfigError naming those that have one.
 """
 
 from __future__ import annotations
