@@ -31,7 +31,7 @@ bits: not exposed by jax.nn, and not the `fold_in` keys the trainer gives dropou
 
 The setting lives in a context variable that the trainer sets while it traces its steps
 (`RunConfig.attention_implementation` in gin); networks read it through
-`use_dot_product`. `compare_implementations` (here, or cmrcx.models.attention_check) runs
+`use_dot_product`. `cmrcx.models.attention_check.compare_implementations` runs
 both on one device for every routed family.
 """
 
@@ -145,11 +145,3 @@ def _cudnn_bias(query, key, bias, mask) -> jax.Array | None:
     per_head = heads if combined.ndim == 4 and combined.shape[1] == heads else 1
     shape = (batch, per_head, q_len, key.shape[1])
     return jnp.broadcast_to(combined, shape).astype(query.dtype)
-
-
-def compare_implementations(*args, **kwargs) -> dict[str, dict]:
-    """`cmrcx.models.attention_check.compare_implementations` (imported when called: it
-    builds every family, whose modules import this one)."""
-    from cmrcx.models import attention_check
-
-    return attention_check.compare_implementations(*args, **kwargs)

@@ -83,7 +83,7 @@ class Runner:
         # The rate the update after k steps uses (host side, for the metric lines).
         self.learning_rate_at = None
         self.num_train_steps, optimizer = self._optimizer(for_training)
-        if getattr(self.task, "row", None) is not None and self.task.row.dataset == "cmrc2018":
+        if getattr(getattr(self.task, "row", None), "dataset", None) == "cmrc2018":
             # CLUE's run_mrc.py model (and transformers'): the [PAD] row gets no gradient.
             optimizer = with_padding_row_frozen(optimizer)
         self.selection = Selection.of_run(run)  # None: the final model is the run's model

@@ -146,4 +146,4 @@ def test_training_with_attention_dropout_keeps_the_einsums(dot_product_calls):
 
 def test_the_comparison_is_offered_by_the_attention_module_and_names_bad_families():
     with pytest.raises(ValueError, match="family 'xlnet': use one of bert, albert, gpt2, t5"):
-        attention.compare_implementations(["xlnet"])
+        attention_check.compare_implementations(["xlnet"])

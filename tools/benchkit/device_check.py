@@ -247,13 +247,13 @@ def logits_row(ctx, family: str, gin_file: str, size: str) -> dict:
 
 def attention_row(ctx) -> dict:
     """`jax.nn.dot_product_attention` against cmrcx's einsum attention on the default
-    device (`cmrcx.models.attention.compare_implementations`): each family's output and
+    device (`cmrcx.models.attention_check.compare_implementations`): each family's output and
     parameter gradient, float32 and bf16, at length 32 (smoke) or the paper's 512."""
-    from cmrcx.models import attention
+    from cmrcx.models import attention_check
 
     length = 32 if ctx.smoke else 512
     return {
-        dtype: attention.compare_implementations(dtype=dtype, batch=2, length=length)
+        dtype: attention_check.compare_implementations(dtype=dtype, batch=2, length=length)
         for dtype in ("float32", "bfloat16")
     }
 
