@@ -113,11 +113,11 @@ def test_smoke_rows_on_cpu(tmp_path):
         assert logits[dtype]["max_abs_logit"] > 0
         assert logits[dtype]["shape"] == [2, 2, device_check.SMOKE.small_length]
     attention = by_name["attention: dot_product_attention vs einsum"]
-    for family in ("bert", "albert", "gpt2", "t5"):
+    assert set(attention["float32"]) == {"bert", "t5"}  # --smoke: the plumbing only
+    for family in ("bert", "t5"):
         assert attention["float32"][family]["kernel"] == "xla"  # no cuDNN on a CPU
         assert attention["float32"][family]["forward"]["max_rel"] < 1e-5
         assert attention["float32"][family]["grad"]["max_rel"] < 1e-5
-        assert attention["bfloat16"][family]["forward"]["max_rel"] < 2e-2
     train = by_name["train bert_base bf16"]
     g = device_check.SMOKE.bert_train
     assert train["flops_per_step"] == bert.step_flops(g, "train")
