@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cmrcx.common.errors import ConfigError, DataFormatError
-from cmrcx.reproduction import reference_models
+from cmrcx.reproduction import recipe_updates, reference_models
 from cmrcx.reproduction.recipe_updates import RecipeRun, updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
@@ -170,27 +170,28 @@ def match_rows(batches: Sequence[dict], features) -> list[np.ndarray]:
     """For each cmrcx batch, the indices of the recipe's features its real rows equal
     (token ids, segments, mask and label; a multiple-choice row: those of every choice).
     ConfigError naming the step and row of the first that equals none."""
-    index: dict[tuple, list[int]] = {}
-    for i in range(len(features.labels)):
-        key = (features.input_ids[i].tobytes(), features.token_type_ids[i].tobytes(),
-               features.attention_mask[i].tobytes(), int(features.labels[i]))  # fmt: skip
-        index.setdefault(key, []).append(i)
-    matched = []
-    for step, batch in enumerate(batches, 1):
-        rows = []
+    recipe_keys = (
+        (features.input_ids[i].tobytes(), features.token_type_ids[i].tobytes(),
+         features.attention_mask[i].tobytes(), int(features.labels[i]))
+        for i in range(len(features.labels))
+    )  # fmt: skip
+
+    def keys(batch):
         for row in np.flatnonzero(batch["example_mask"]):
-            key = tuple(
-                np.asarray(batch[name][row], np.int64).tobytes()
-                for name in ("input_ids", "token_type_ids", "input_mask")
-            ) + (int(batch["label"][row]),)
-            if key not in index:
-                raise ConfigError(
-                    f"step {step}, row {row}: cmrcx's input is no record of the official file "
-                    "as the CLUE recipe encodes it (token ids, segments, mask or label differ)"
+            yield (
+                row,
+                tuple(
+                    np.asarray(batch[name][row], np.int64).tobytes()
+                    for name in ("input_ids", "token_type_ids", "input_mask")
                 )
-            rows.append(index[key][0])
-        matched.append(np.array(rows))
-    return matched
+                + (int(batch["label"][row]),),
+            )
+
+    return recipe_updates.matched_rows(
+        recipe_keys, map(keys, batches),
+        "cmrcx's input is no record of the official file as the CLUE recipe encodes it "
+        "(token ids, segments, mask or label differ)",
+    )  # fmt: skip
 
 
 def batch_features(batches: Sequence[dict], features_class=Features):

@@ -70,7 +70,7 @@ from cmrcx.reproduction import (
     recipe_updates,
     reference_models,
 )
-from cmrcx.reproduction.recipe_updates import RecipeRun, torch_adamw, updates
+from cmrcx.reproduction.recipe_updates import RecipeRun, matched_rows, torch_adamw, updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 # transformers' span model of each family the recipe runs, by the model_type of the
@@ -102,23 +102,17 @@ def reference_span_model(config, params: dict, encoder_name: str, out: str):
 def match_windows(batches: Sequence[dict], windows: dict) -> list[np.ndarray]:
     """For each cmrcx batch, the indices of the recipe's windows its real rows equal
     (MATCHED arrays). ConfigError naming the step and row of the first that equals none."""
-    index: dict[tuple, int] = {}
-    for i in range(len(windows["input_ids"])):
-        key = tuple(np.asarray(windows[name][i], np.int64).tobytes() for name in MATCHED)
-        index.setdefault(key, i)
-    matched = []
-    for step, batch in enumerate(batches, 1):
-        rows = []
-        for row in np.flatnonzero(batch["example_mask"]):
-            key = tuple(np.asarray(batch[name][row], np.int64).tobytes() for name in MATCHED)
-            if key not in index:
-                raise ConfigError(
-                    f"step {step}, row {row}: cmrcx's window is none of the CMRC 2018 "
-                    "recipe's (token ids, segments, mask or answer positions differ)"
-                )
-            rows.append(index[key])
-        matched.append(np.array(rows))
-    return matched
+
+    def key(arrays, row) -> tuple:
+        return tuple(np.asarray(arrays[name][row], np.int64).tobytes() for name in MATCHED)
+
+    return matched_rows(
+        (key(windows, i) for i in range(len(windows["input_ids"]))),
+        ([(row, key(batch, row)) for row in np.flatnonzero(batch["example_mask"])]
+         for batch in batches),
+        "cmrcx's window is none of the CMRC 2018 recipe's (token ids, segments, mask or "
+        "answer positions differ)",
+    )  # fmt: skip
 
 
 def train_steps(model, windows: dict, batches_rows, hyper: dict) -> RecipeRun:

@@ -175,23 +175,17 @@ def script_rows(batch: dict) -> dict[str, np.ndarray]:
 def match_rows(batches, features: dict) -> list[np.ndarray]:
     """For each cmrcx batch, the indices of the script's windows its real rows equal
     (SCRIPT_FIELDS). ConfigError naming the step and row of the first that equals none."""
-    index: dict[tuple, int] = {}
-    for i in range(len(features["positions"])):
-        index.setdefault(tuple(features[n][i].tobytes() for n in SCRIPT_FIELDS), i)
-    matched = []
-    for step, batch in enumerate(batches, 1):
-        ours, found = script_rows(batch), []
-        for row in range(len(ours["positions"])):
-            key = tuple(ours[n][row].tobytes() for n in SCRIPT_FIELDS)
-            if key not in index:
-                raise ConfigError(
-                    f"step {step}, row {row}: cmrcx's window is none of the windows the "
-                    "released script builds from the training file (token ids, mask, "
-                    "segments, blank mask or answer position differ)"
-                )
-            found.append(index[key])
-        matched.append(np.array(found))
-    return matched
+
+    def keys(arrays) -> list[tuple]:
+        return [tuple(arrays[n][row].tobytes() for n in SCRIPT_FIELDS)
+                for row in range(len(arrays["positions"]))]  # fmt: skip
+
+    return recipe_updates.matched_rows(
+        keys(features),
+        (enumerate(keys(script_rows(batch))) for batch in batches),
+        "cmrcx's window is none of the windows the released script builds from the "
+        "training file (token ids, mask, segments, blank mask or answer position differ)",
+    )
 
 
 # ---------------------------------------------------------------- the models

@@ -13,9 +13,12 @@ place of AdamW) drive their model through `updates`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+import numpy as np
+
+from cmrcx.common.errors import ConfigError
 from cmrcx.reproduction.reference_imports import torch_and_transformers
 
 NO_DECAY = ("bias", "LayerNorm.weight")  # [RUN] train(): no_decay
@@ -126,3 +129,25 @@ def updates(
         rates.append(lr)
         losses.append(float(loss.item()))
     return RecipeRun(rates, losses)
+
+
+def matched_rows(
+    recipe_keys: Iterable[tuple], batches_keys: Iterable[Iterable[tuple]], differ: str
+) -> list[np.ndarray]:
+    """For each cmrcx batch, the index of the first recipe row equal to each of its rows.
+
+    recipe_keys: one key per recipe row; batches_keys: per batch, (row, key) for each of
+    its real rows. ConfigError "step S, row R: " + `differ` for the first that equals none.
+    """
+    index: dict[tuple, int] = {}
+    for i, key in enumerate(recipe_keys):
+        index.setdefault(key, i)
+    matched = []
+    for step, keys in enumerate(batches_keys, 1):
+        rows = []
+        for row, key in keys:
+            if key not in index:
+                raise ConfigError(f"step {step}, row {row}: {differ}")
+            rows.append(index[key])
+        matched.append(np.array(rows))
+    return matched
