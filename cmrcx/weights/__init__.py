@@ -14,6 +14,11 @@ cmrcx exports (`exports`), and one module per model family with the same names:
   verify(source, export_dir) (optional)          `cmrcx.convert --verify` against torch
   WeightError, PretrainedFormatError             what they raise
 
+Beside them a family module holds `RELEASE`, its `hf_io.ReleaseFormat` (vocabulary files,
+a tensor pair a release may lack, the notes' words): `read_dir`, `vocabulary_files` and
+`write_hf_dir` go through the shared `hf_io.read_release`, `hf_io.vocabulary_files` and
+`hf_io.write_release`, and `weight_table` lists `table.Entry` rows.
+
 `cmrcx.models.registry.weights(family)` finds a family's module.
 """
 

@@ -32,23 +32,20 @@ has no name for, is `embeddings.word_embeddings_2.weight` (torch layout [hidden,
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
 
 import numpy as np
 
 from cmrcx.models import registry
 from cmrcx.models.albert import AlbertConfig
 from cmrcx.models.bert import ACTIVATIONS
-from cmrcx.weights import exports, hf_io
-from cmrcx.weights.bert import DROPPED_TF, POOLER_SEED
+from cmrcx.weights import exports, hf_io, table
+from cmrcx.weights.bert import DROPPED_TF
 from cmrcx.weights.hf_io import PretrainedFormatError, Release
-from cmrcx.weights.table import WeightError, params_from_table, tensors_from_table, to_flax
+from cmrcx.weights.table import Entry, WeightError
 
 __all__ = [  # the names of every family's weights module (cmrcx/weights/__init__.py), then ALBERT's
     "WeightError",
@@ -90,7 +87,18 @@ HF_CONFIG_KEYS = {
 }
 # The shared layer in transformers' AlbertModel: group 0, inner layer 0.
 LAYER = "encoder.albert_layer_groups.0.albert_layers.0."
-POOLER_HF = ("pooler.bias", "pooler.weight")
+POOLER_HF = ("pooler.bias", "pooler.weight")  # AlbertForMaskedLM is built without it
+RELEASE = hf_io.ReleaseFormat(
+    what="ALBERT",
+    vocabulary=("vocab.txt",),
+    vocabulary_required=True,
+    vocabulary_aliases=(("vocab_chinese.txt", "vocab.txt", "Google's"),),
+    dropped="tensors outside the encoder (heads, optimizer)",
+    dropped_shown=6,
+    fresh=hf_io.Fresh(
+        POOLER_HF, "hidden_size", "truncated_normal", "; AlbertForMaskedLM saves none"
+    ),
+)
 # Outside the encoder: transformers' MLM / SOP heads and task heads; buffers.
 DROPPED_HF = re.compile(
     r"^(predictions\.|sop_classifier\.|classifier\.|qa_outputs\.|embeddings\.position_ids$"
@@ -131,15 +139,9 @@ TF_SCHEMES = {  # embedding layout -> whose variable names a TF checkpoint has
 _LEAF = {"kernel": "weight", "gamma": "weight", "bias": "bias", "beta": "bias"}
 
 
-class Entry(NamedTuple):
-    path: tuple[str, ...]  # cmrcx parameter path under params["albert"]
-    hf_name: str  # HuggingFace AlbertModel state_dict key (no "albert." prefix)
-    layout: str  # torch -> Flax: same | dense | to_heads | bias_to_heads | from_heads
-    shape: tuple[int, ...]  # the Flax shape
-
-
 def weight_table(config: AlbertConfig) -> list[Entry]:
-    """Every encoder parameter of `config`, with its HuggingFace name (one shared layer)."""
+    """Every encoder parameter of `config`, with its HuggingFace AlbertModel name (no
+    "albert." prefix; one shared layer) and Flax shape."""
     hidden, embedding = config.hidden_size, config.embedding_size
     heads, head_dim, inner = config.num_heads, config.head_dim, config.intermediate_size
     width = embedding if config.embedding_layout == "albert" else hidden
@@ -151,7 +153,7 @@ def weight_table(config: AlbertConfig) -> list[Entry]:
             ("token_type_embeddings", config.type_vocab_size, width),
         )
     ]
-    entries += _layer_norm(("embeddings", "LayerNorm"), "embeddings.LayerNorm", width)
+    entries += table.layer_norm(("embeddings", "LayerNorm"), "embeddings.LayerNorm", width)
     if config.embedding_layout == "albert_zh":
         entries.append(
             Entry(("embeddings", "word_embeddings_2", "kernel"),
@@ -159,41 +161,23 @@ def weight_table(config: AlbertConfig) -> list[Entry]:
         )  # fmt: skip
     else:
         mapping = ("embeddings", "embedding_hidden_mapping_in")  # transformers: in the encoder
-        entries += _dense(mapping, "encoder.embedding_hidden_mapping_in", embedding, hidden)
+        entries += table.dense(mapping, "encoder.embedding_hidden_mapping_in", embedding, hidden)
     ours = ("layer",)
     for proj in ("query", "key", "value"):
-        entries += [
-            Entry((*ours, "attention", proj, "kernel"), f"{LAYER}attention.{proj}.weight",
-                  "to_heads", (hidden, heads, head_dim)),
-            Entry((*ours, "attention", proj, "bias"), f"{LAYER}attention.{proj}.bias",
-                  "bias_to_heads", (heads, head_dim)),
-        ]  # fmt: skip
-    entries += [
-        Entry((*ours, "attention", "output", "kernel"), f"{LAYER}attention.dense.weight",
-              "from_heads", (heads, head_dim, hidden)),
-        Entry((*ours, "attention", "output", "bias"), f"{LAYER}attention.dense.bias", "same",
-              (hidden,)),
-    ]  # fmt: skip
-    entries += _layer_norm((*ours, "attention_LayerNorm"), f"{LAYER}attention.LayerNorm", hidden)
-    entries += _dense((*ours, "intermediate"), f"{LAYER}ffn", hidden, inner)
-    entries += _dense((*ours, "output"), f"{LAYER}ffn_output", inner, hidden)
-    entries += _layer_norm((*ours, "output_LayerNorm"), f"{LAYER}full_layer_layer_norm", hidden)
-    entries += _dense(("pooler",), "pooler", hidden, hidden)
+        path = (*ours, "attention", proj)
+        entries += table.split_heads(path, f"{LAYER}attention.{proj}", hidden, heads, head_dim)
+    path = (*ours, "attention", "output")
+    entries += table.merge_heads(path, f"{LAYER}attention.dense", heads, head_dim, hidden)
+    entries += table.layer_norm(
+        (*ours, "attention_LayerNorm"), f"{LAYER}attention.LayerNorm", hidden
+    )
+    entries += table.dense((*ours, "intermediate"), f"{LAYER}ffn", hidden, inner)
+    entries += table.dense((*ours, "output"), f"{LAYER}ffn_output", inner, hidden)
+    entries += table.layer_norm(
+        (*ours, "output_LayerNorm"), f"{LAYER}full_layer_layer_norm", hidden
+    )
+    entries += table.dense(("pooler",), "pooler", hidden, hidden)
     return entries
-
-
-def _layer_norm(path: tuple[str, ...], hf: str, width: int) -> list[Entry]:
-    return [
-        Entry((*path, "scale"), f"{hf}.weight", "same", (width,)),
-        Entry((*path, "bias"), f"{hf}.bias", "same", (width,)),
-    ]
-
-
-def _dense(path: tuple[str, ...], hf: str, features_in: int, features_out: int) -> list[Entry]:
-    return [
-        Entry((*path, "kernel"), f"{hf}.weight", "dense", (features_in, features_out)),
-        Entry((*path, "bias"), f"{hf}.bias", "same", (features_out,)),
-    ]
 
 
 def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: AlbertConfig, source: str) -> dict:
@@ -202,18 +186,13 @@ def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: AlbertConfig, s
     Raises WeightError listing every missing, unknown and misshapen tensor at once.
     """
 
-    def to_param(entry, value):
-        value = to_flax(value, entry.layout, config.num_heads)
-        if value.shape != entry.shape:
-            return None, f"{value.shape} (expected {entry.shape} in Flax layout)"
-        return value, None
-
-    return params_from_table(hf_tensors, weight_table(config), to_param, source, "ALBERT")
+    entries = weight_table(config)
+    return table.params_from_table(hf_tensors, entries, config.num_heads, source, RELEASE.what)
 
 
 def hf_tensors(params: Mapping, config: AlbertConfig) -> Iterator[tuple[str, np.ndarray]]:
     """cmrcx `params["albert"]` -> (HF name, torch-layout float32 tensor) pairs."""
-    yield from tensors_from_table(params, weight_table(config))
+    yield from table.tensors_from_table(params, weight_table(config))
 
 
 # ---------------------------------------------------------------------------
@@ -283,19 +262,9 @@ def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[st
 
 def with_fresh_pooler(tensors: Mapping[str, np.ndarray], config: AlbertConfig):
     """(tensors with a fresh pooler if the source has none, names made fresh):
-    AlbertForMaskedLM is built without its pooler. Initialised as `AlbertEncoder` does
-    (truncated normal, stddev initializer_range, key `POOLER_SEED`; zero bias)."""
-    if any(name in tensors for name in POOLER_HF):
-        return dict(tensors), []
-    import jax  # only here: the rest of the conversion is numpy
-
-    init = jax.nn.initializers.truncated_normal(config.initializer_range)
-    kernel = init(jax.random.key(POOLER_SEED), (config.hidden_size,) * 2, np.float32)
-    fresh = {
-        "pooler.bias": np.zeros([config.hidden_size], np.float32),
-        "pooler.weight": np.asarray(kernel).T.copy(),
-    }
-    return {**tensors, **fresh}, sorted(fresh)
+    `hf_io.with_fresh` of `RELEASE.fresh`, initialised as `AlbertEncoder` does
+    (truncated normal, stddev initializer_range; zero bias)."""
+    return hf_io.with_fresh(tensors, config, RELEASE.fresh)
 
 
 # ---------------------------------------------------------------------------
@@ -383,11 +352,7 @@ def describe(config: AlbertConfig) -> str:
 def tf_config_path(directory: str) -> str | None:
     """A TF release's config: its one albert_config*.json (Google: albert_config.json;
     brightmart: albert_config_tiny.json, ...)."""
-    found = sorted(glob.glob(os.path.join(directory, "albert_config*.json")))
-    if len(found) > 1:
-        names = ", ".join(os.path.basename(name) for name in found)
-        raise PretrainedFormatError(f"{directory}: several TF configs ({names}); keep one")
-    return found[0] if found else None
+    return hf_io.tf_release_config(directory, "albert_config*.json")
 
 
 def read_dir(directory: str) -> Release:
@@ -420,32 +385,15 @@ def read_dir(directory: str) -> Release:
         raise PretrainedFormatError(
             f"{directory}: neither config.json (HuggingFace) nor albert_config*.json (TF)"
         )
-    named, fresh = with_fresh_pooler(named, config)
-    params = params_from_hf(named, config, f"{directory} ({source})")
-    dropped = sorted(dropped)
-    if dropped:
-        shown = ", ".join(dropped[:6]) + (" ..." if len(dropped) > 6 else "")
-        notes.append(
-            f"dropped {len(dropped)} tensors outside the encoder (heads, optimizer): {shown}"
-        )
-    if fresh:
-        notes.append(
-            f"initialised fresh ({len(fresh)}): {', '.join(fresh)} "
-            "(not in the checkpoint; AlbertForMaskedLM saves none)"
-        )
-    extra = {"source_model_type": model_type} if model_type else {}
-    extra.update({"initialised_fresh": fresh} if fresh else {})
-    return Release(config, params, source, model_type, dropped, notes, extra)
+    return hf_io.read_release(
+        directory, RELEASE, config, named, params_from_hf, source, model_type, dropped, notes
+    )
 
 
 def vocabulary_files(directory: str) -> list:
     """What `cmrcx.convert` copies: vocab.txt, or Google's vocab_chinese.txt as vocab.txt;
     PretrainedFormatError if there is neither."""
-    if os.path.isfile(os.path.join(directory, "vocab.txt")):
-        return ["vocab.txt"]
-    if os.path.isfile(os.path.join(directory, "vocab_chinese.txt")):
-        return [("vocab_chinese.txt", "vocab.txt")]
-    raise PretrainedFormatError(f"{directory}: no vocab.txt (or Google's vocab_chinese.txt)")
+    return hf_io.vocabulary_files(directory, RELEASE)
 
 
 def write_hf_dir(out: str, params, config: AlbertConfig, vocab_file: str | None) -> None:
@@ -455,9 +403,7 @@ def write_hf_dir(out: str, params, config: AlbertConfig, vocab_file: str | None)
     tensors = dict(hf_tensors(params, config))
     if config.embedding_layout == "albert_zh":
         tensors = bert_tensors(tensors, config)
-    hf_io.write_hf_model(out, config_to_hf(config), tensors.items())
-    if vocab_file:
-        shutil.copyfile(vocab_file, os.path.join(out, "vocab.txt"))
+    hf_io.write_release(out, config_to_hf(config), tensors.items(), RELEASE, vocab_file)
 
 
 # ---------------------------------------------------------------------------

@@ -29,12 +29,10 @@ tensor is an error.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 import re
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
 
 import numpy as np
 
@@ -43,12 +41,15 @@ from cmrcx.models.bert import ACTIVATIONS, BertConfig
 from cmrcx.weights import exports, hf_io
 from cmrcx.weights.hf_io import PretrainedFormatError, Release
 from cmrcx.weights.table import (
+    Entry,
     WeightError,
+    dense,
+    layer_norm,
+    merge_heads,
     params_from_table,
+    split_heads,
     stack_layers,
     tensors_from_table,
-    to_flax,
-    to_torch,
     unstack_layers,
 )
 
@@ -104,74 +105,53 @@ DROPPED_TF = re.compile(
 # The pooler, which `transformers.BertForMaskedLM` (built with add_pooling_layer=False)
 # does not save; many released Chinese BERTs come from it. Fine-tuning heads that
 # read the pooled output then train it from this fresh start (the cloze head does not).
+# Initialised as `BertEncoder` initialises its `pooler` (models/bert.py).
 POOLER_HF = ("pooler.dense.bias", "pooler.dense.weight")
-POOLER_SEED = 0  # jax.random.key of the fresh pooler kernel: conversions are reproducible
+POOLER_SEED = hf_io.FRESH_SEED  # jax.random.key of the fresh pooler kernel
+RELEASE = hf_io.ReleaseFormat(
+    what="encoder",
+    vocabulary=("vocab.txt",),
+    vocabulary_required=True,
+    dropped="tensors outside the encoder (heads, optimizer)",
+    dropped_shown=6,
+    fresh=hf_io.Fresh(POOLER_HF, "hidden_size", "truncated_normal", "; BertForMaskedLM saves none"),
+)
 # The encoder's name inside transformers' task models (BertForPreTraining, BertForMaskedLM,
 # ErnieForMaskedLM, ...): its tensors are `<prefix>embeddings...`, a bare model's `embeddings...`.
 ENCODER_PREFIXES = ("bert.", "ernie.")
 
 
-class Entry(NamedTuple):
-    path: tuple[str, ...]  # cmrcx parameter path under params["bert"]
-    hf_name: str  # HuggingFace BertModel state_dict key (no "bert." prefix)
-    layout: str  # how the torch [out, in] tensor becomes the Flax one (see `to_flax`)
-
-
 def weight_table(config: BertConfig) -> list[Entry]:
-    """Every encoder parameter of `config`, with its HuggingFace name."""
-    entries = []
-    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
-        entries.append(
-            Entry(("embeddings", name, "embedding"), f"embeddings.{name}.weight", "same")
+    """Every encoder parameter of `config`, with its HuggingFace BertModel name (no "bert."
+    prefix) and Flax shape."""
+    hidden, heads, head_dim = config.hidden_size, config.num_heads, config.head_dim
+    inner = config.intermediate_size
+    entries = [
+        Entry(
+            ("embeddings", name, "embedding"), f"embeddings.{name}.weight", "same", (rows, hidden)
         )
-    entries += _layer_norm(("embeddings", "LayerNorm"), "embeddings.LayerNorm")
+        for name, rows in (
+            ("word_embeddings", config.vocab_size),
+            ("position_embeddings", config.max_position_embeddings),
+            ("token_type_embeddings", config.type_vocab_size),
+        )
+    ]
+    entries += layer_norm(("embeddings", "LayerNorm"), "embeddings.LayerNorm", hidden)
     for i in range(config.num_layers):
         ours, hf = (f"layer_{i}",), f"encoder.layer.{i}."
         for proj in ("query", "key", "value"):
-            entries.append(
-                Entry(
-                    (*ours, "attention", proj, "kernel"),
-                    f"{hf}attention.self.{proj}.weight",
-                    "to_heads",
-                )
-            )
-            entries.append(
-                Entry(
-                    (*ours, "attention", proj, "bias"),
-                    f"{hf}attention.self.{proj}.bias",
-                    "bias_to_heads",
-                )
-            )
-        entries.append(
-            Entry(
-                (*ours, "attention", "output", "kernel"),
-                f"{hf}attention.output.dense.weight",
-                "from_heads",
-            )
+            path = (*ours, "attention", proj)
+            entries += split_heads(path, f"{hf}attention.self.{proj}", hidden, heads, head_dim)
+        path = (*ours, "attention", "output")
+        entries += merge_heads(path, f"{hf}attention.output.dense", heads, head_dim, hidden)
+        entries += layer_norm(
+            (*ours, "attention_LayerNorm"), f"{hf}attention.output.LayerNorm", hidden
         )
-        entries.append(
-            Entry(
-                (*ours, "attention", "output", "bias"), f"{hf}attention.output.dense.bias", "same"
-            )
-        )
-        entries += _layer_norm((*ours, "attention_LayerNorm"), f"{hf}attention.output.LayerNorm")
-        for ours_name, hf_name in (
-            ("intermediate", "intermediate.dense"),
-            ("output", "output.dense"),
-        ):
-            entries.append(Entry((*ours, ours_name, "kernel"), f"{hf}{hf_name}.weight", "dense"))
-            entries.append(Entry((*ours, ours_name, "bias"), f"{hf}{hf_name}.bias", "same"))
-        entries += _layer_norm((*ours, "output_LayerNorm"), f"{hf}output.LayerNorm")
-    entries.append(Entry(("pooler", "kernel"), "pooler.dense.weight", "dense"))
-    entries.append(Entry(("pooler", "bias"), "pooler.dense.bias", "same"))
+        entries += dense((*ours, "intermediate"), f"{hf}intermediate.dense", hidden, inner)
+        entries += dense((*ours, "output"), f"{hf}output.dense", inner, hidden)
+        entries += layer_norm((*ours, "output_LayerNorm"), f"{hf}output.LayerNorm", hidden)
+    entries += dense(("pooler",), "pooler.dense", hidden, hidden)
     return entries
-
-
-def _layer_norm(path: tuple[str, ...], hf: str) -> list[Entry]:
-    return [
-        Entry((*path, "scale"), f"{hf}.weight", "same"),
-        Entry((*path, "bias"), f"{hf}.bias", "same"),
-    ]
 
 
 def tf_to_hf_name(name: str) -> str:
@@ -221,26 +201,10 @@ def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[st
 def with_fresh_pooler(
     hf_tensors: Mapping[str, np.ndarray], config: BertConfig
 ) -> tuple[dict, list[str]]:
-    """(HF-named tensors with a fresh pooler if the source has none, names made fresh).
-
-    Initialised as `BertEncoder` initialises its `pooler` (models/bert.py): the kernel
-    truncated normal with stddev initializer_range (key `POOLER_SEED`), the bias zeros.
-    The fresh kernel is [hidden, hidden] in torch layout, like a checkpoint's. A source
-    with half a pooler gets nothing added, so `params_from_hf` reports the other half
-    missing.
-    """
-    if any(name in hf_tensors for name in POOLER_HF):
-        return dict(hf_tensors), []
-    import jax  # only here: the rest of the conversion is numpy
-
-    hidden = config.hidden_size
-    init = jax.nn.initializers.truncated_normal(config.initializer_range)
-    kernel = np.asarray(init(jax.random.key(POOLER_SEED), (hidden, hidden), np.float32))
-    fresh = {
-        "pooler.dense.bias": np.zeros([hidden], np.float32),
-        "pooler.dense.weight": to_torch(kernel, "dense"),
-    }
-    return {**hf_tensors, **fresh}, sorted(fresh)
+    """(HF-named tensors with a fresh pooler if the source has none, names made fresh):
+    `hf_io.with_fresh` of `RELEASE.fresh` (kernel truncated normal, stddev
+    initializer_range, key `POOLER_SEED`, torch layout [hidden, hidden]; bias zeros)."""
+    return hf_io.with_fresh(hf_tensors, config, RELEASE.fresh)
 
 
 def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: BertConfig, source: str) -> dict:
@@ -248,38 +212,9 @@ def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: BertConfig, sou
 
     Raises WeightError listing every missing, unknown and misshapen tensor at once.
     """
-
-    def to_param(entry, value):
-        value = to_flax(value, entry.layout, config.num_heads)
-        want = _expected_shape(entry, config)
-        return value, None if value.shape == want else f"{value.shape} (expected {want})"
-
-    params = params_from_table(hf_tensors, weight_table(config), to_param, source, "encoder")
+    table = weight_table(config)
+    params = params_from_table(hf_tensors, table, config.num_heads, source, RELEASE.what)
     return stack_layers(params, config.num_layers)
-
-
-def _expected_shape(entry: Entry, config: BertConfig) -> tuple[int, ...]:
-    hidden, heads, head_dim = config.hidden_size, config.num_heads, config.head_dim
-    leaf, parent = entry.path[-1], entry.path[-2]
-    if leaf == "embedding":
-        rows = {
-            "word_embeddings": config.vocab_size,
-            "position_embeddings": config.max_position_embeddings,
-            "token_type_embeddings": config.type_vocab_size,
-        }[parent]
-        return (rows, hidden)
-    if parent in ("query", "key", "value"):
-        return (hidden, heads, head_dim) if leaf == "kernel" else (heads, head_dim)
-    if parent == "output" and entry.path[-3] == "attention":
-        return (heads, head_dim, hidden) if leaf == "kernel" else (hidden,)
-    if parent == "intermediate":
-        return (
-            (hidden, config.intermediate_size) if leaf == "kernel" else (config.intermediate_size,)
-        )
-    if parent in ("output", "pooler"):
-        inner = config.intermediate_size if parent == "output" else hidden
-        return (inner, hidden) if leaf == "kernel" else (hidden,)
-    return (hidden,)  # LayerNorm scale and bias
 
 
 def hf_tensors(params: Mapping, config: BertConfig) -> Iterator[tuple[str, np.ndarray]]:
@@ -406,21 +341,9 @@ def read_dir(directory: str) -> Release:
         raise PretrainedFormatError(
             f"{directory}: neither config.json (HuggingFace) nor bert_config.json (Google TF)"
         )
-    named, fresh = with_fresh_pooler(named, config)
-    params = params_from_hf(named, config, f"{directory} ({source})")
-    dropped = sorted(dropped)
-    if dropped:
-        shown = ", ".join(dropped[:6]) + (" ..." if len(dropped) > 6 else "")
-        what = "tensors outside the encoder (heads, optimizer)"
-        notes.append(f"dropped {len(dropped)} {what}: {shown}")
-    if fresh:
-        notes.append(
-            f"initialised fresh ({len(fresh)}): {', '.join(fresh)} "
-            "(not in the checkpoint; BertForMaskedLM saves none)"
-        )
-    extra = {"source_model_type": model_type} if model_type else {}
-    extra.update({"initialised_fresh": fresh} if fresh else {})
-    return Release(config, params, source, model_type, dropped, notes, extra)
+    return hf_io.read_release(
+        directory, RELEASE, config, named, params_from_hf, source, model_type, dropped, notes
+    )
 
 
 def tf_config_path(directory: str) -> str | None:
@@ -428,21 +351,12 @@ def tf_config_path(directory: str) -> str | None:
 
     brightmart's RoBERTa-zh-Large (CLUE's RoBERTa-large) ships bert_config_large.json.
     """
-    path = os.path.join(directory, "bert_config.json")
-    if os.path.isfile(path):
-        return path
-    found = sorted(glob.glob(os.path.join(directory, "bert_config*.json")))
-    if len(found) > 1:
-        names = ", ".join(os.path.basename(name) for name in found)
-        raise PretrainedFormatError(f"{directory}: several TF configs ({names}); keep one")
-    return found[0] if found else None
+    return hf_io.tf_release_config(directory, "bert_config*.json", "bert_config.json")
 
 
 def vocabulary_files(directory: str) -> list[str]:
     """["vocab.txt"]: what `cmrcx.convert` copies; PretrainedFormatError if it is missing."""
-    if not os.path.isfile(os.path.join(directory, "vocab.txt")):
-        raise PretrainedFormatError(f"{directory}: no vocab.txt")
-    return ["vocab.txt"]
+    return hf_io.vocabulary_files(directory, RELEASE)
 
 
 def write_hf_dir(out: str, params, config: BertConfig, vocab_file: str | None) -> None:
@@ -451,13 +365,7 @@ def write_hf_dir(out: str, params, config: BertConfig, vocab_file: str | None) -
     params: the params["bert"] tree (numpy or jax arrays); the task head is not part of
     BertModel and is left out.
     """
-    hf_io.write_hf_model(out, config_to_hf(config), hf_tensors(params, config))
-    if vocab_file:
-        with (
-            open(vocab_file, encoding="utf-8") as src,
-            open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as dst,
-        ):
-            dst.write(src.read())
+    hf_io.write_release(out, config_to_hf(config), hf_tensors(params, config), RELEASE, vocab_file)
 
 
 # ---------------------------------------------------------------------------

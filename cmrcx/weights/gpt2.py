@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
 
 import numpy as np
 
@@ -29,11 +28,11 @@ from cmrcx.models.gpt2 import ACTIVATIONS, GPT2Config
 from cmrcx.weights import exports, hf_io
 from cmrcx.weights.hf_io import PretrainedFormatError, Release
 from cmrcx.weights.table import (
+    Entry,
     WeightError,
     params_from_table,
     stack_layers,
     tensors_from_table,
-    to_flax,
     unstack_layers,
 )
 
@@ -82,52 +81,42 @@ HF_CONFIG_KEYS = (
 PREFIX = "transformer."
 LM_HEAD = "lm_head.weight"
 BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers of old checkpoints
-
-
-class Entry(NamedTuple):
-    path: tuple[str, ...]  # cmrcx parameter path, `layer_i` for block i
-    hf_name: str  # GPT2LMHeadModel state_dict key
-    layout: str  # torch -> Flax (`table.to_flax`)
-    shape: tuple[int, ...]  # the Flax shape
-    torch_shape: tuple[int, ...]
+RELEASE = hf_io.ReleaseFormat(
+    what="GPT-2",
+    vocabulary=TOKENIZER_FILES,
+    vocabulary_required=False,  # read_dir notes a missing vocab.txt
+    dropped="tied head copies and buffers",
+)
 
 
 def weight_table(config: GPT2Config) -> list[Entry]:
     """Every parameter of `GPT2LMHeadModel(config)`, with its HuggingFace name."""
     d, heads, hd, inner = config.n_embd, config.n_head, config.head_dim, config.n_inner
     entries = [
-        Entry(("wte", "embedding"), "transformer.wte.weight", "same", (config.vocab_size, d), ()),
-        Entry(("wpe", "embedding"), "transformer.wpe.weight", "same", (config.n_positions, d), ()),
+        Entry(("wte", "embedding"), "transformer.wte.weight", "same", (config.vocab_size, d)),
+        Entry(("wpe", "embedding"), "transformer.wpe.weight", "same", (config.n_positions, d)),
     ]
     for i in range(config.n_layer):
         ours, hf = ("h", f"layer_{i}"), f"transformer.h.{i}."
         for norm in ("ln_1", "ln_2"):
-            entries.append(Entry((*ours, norm, "scale"), f"{hf}{norm}.weight", "same", (d,), ()))
-            entries.append(Entry((*ours, norm, "bias"), f"{hf}{norm}.bias", "same", (d,), ()))
+            entries.append(Entry((*ours, norm, "scale"), f"{hf}{norm}.weight", "same", (d,)))
+            entries.append(Entry((*ours, norm, "bias"), f"{hf}{norm}.bias", "same", (d,)))
         entries += [
-            Entry(
-                (*ours, "attn", "c_attn", "kernel"), f"{hf}attn.c_attn.weight", "conv1d_qkv",
-                (d, 3, heads, hd), (d, 3 * d),
-            ),
-            Entry(
-                (*ours, "attn", "c_attn", "bias"), f"{hf}attn.c_attn.bias", "bias_qkv",
-                (3, heads, hd), (3 * d,),
-            ),
-            Entry(
-                (*ours, "attn", "c_proj", "kernel"), f"{hf}attn.c_proj.weight",
-                "conv1d_from_heads", (heads, hd, d), (d, d),
-            ),
-            Entry((*ours, "attn", "c_proj", "bias"), f"{hf}attn.c_proj.bias", "same", (d,), ()),
-            Entry((*ours, "mlp", "c_fc", "kernel"), f"{hf}mlp.c_fc.weight", "same", (d, inner), ()),
-            Entry((*ours, "mlp", "c_fc", "bias"), f"{hf}mlp.c_fc.bias", "same", (inner,), ()),
-            Entry(
-                (*ours, "mlp", "c_proj", "kernel"), f"{hf}mlp.c_proj.weight", "same", (inner, d), ()
-            ),
-            Entry((*ours, "mlp", "c_proj", "bias"), f"{hf}mlp.c_proj.bias", "same", (d,), ()),
+            Entry((*ours, "attn", "c_attn", "kernel"), f"{hf}attn.c_attn.weight", "conv1d_qkv",
+                  (d, 3, heads, hd)),
+            Entry((*ours, "attn", "c_attn", "bias"), f"{hf}attn.c_attn.bias", "bias_qkv",
+                  (3, heads, hd)),
+            Entry((*ours, "attn", "c_proj", "kernel"), f"{hf}attn.c_proj.weight",
+                  "conv1d_from_heads", (heads, hd, d)),
+            Entry((*ours, "attn", "c_proj", "bias"), f"{hf}attn.c_proj.bias", "same", (d,)),
+            Entry((*ours, "mlp", "c_fc", "kernel"), f"{hf}mlp.c_fc.weight", "same", (d, inner)),
+            Entry((*ours, "mlp", "c_fc", "bias"), f"{hf}mlp.c_fc.bias", "same", (inner,)),
+            Entry((*ours, "mlp", "c_proj", "kernel"), f"{hf}mlp.c_proj.weight", "same", (inner, d)),
+            Entry((*ours, "mlp", "c_proj", "bias"), f"{hf}mlp.c_proj.bias", "same", (d,)),
         ]  # fmt: skip
-    entries.append(Entry(("ln_f", "scale"), "transformer.ln_f.weight", "same", (d,), ()))
-    entries.append(Entry(("ln_f", "bias"), "transformer.ln_f.bias", "same", (d,), ()))
-    return [e._replace(torch_shape=e.torch_shape or e.shape) for e in entries]
+    entries.append(Entry(("ln_f", "scale"), "transformer.ln_f.weight", "same", (d,)))
+    entries.append(Entry(("ln_f", "bias"), "transformer.ln_f.bias", "same", (d,)))
+    return entries
 
 
 def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[str], list[str]]:
@@ -156,13 +145,9 @@ def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: GPT2Config, sou
     Raises WeightError listing every missing, unknown, misshapen and differing tensor."""
     named, _, differing = normalize_hf_names(hf_tensors)
 
-    def to_param(entry, value):
-        if value.shape != entry.torch_shape:
-            return None, f"{value.shape} (expected {entry.torch_shape})"
-        return to_flax(value, entry.layout, config.n_head), None
-
     more = {"inconsistent copies": differing}
-    params = params_from_table(named, weight_table(config), to_param, source, "GPT-2", more)
+    table = weight_table(config)
+    params = params_from_table(named, table, config.n_head, source, RELEASE.what, more)
     params["h"] = stack_layers(params["h"], config.n_layer)
     return params
 
@@ -255,30 +240,30 @@ def read_dir(directory: str) -> Release:
     config = config_from_hf(raw, path)
     tensors, source = hf_io.read_hf_weights(directory)
     _, dropped, _ = normalize_hf_names(tensors)
-    params = params_from_hf(tensors, config, f"{directory} ({source})")
-    notes = [f"dropped {len(dropped)} tied head copies and buffers: " + ", ".join(dropped)]
-    notes = notes if dropped else []
+    release = hf_io.read_release(
+        directory, RELEASE, config, tensors, params_from_hf, source, "gpt2", dropped
+    )
     for key in ids_outside_vocabulary(raw):
-        notes.append(
+        release.notes.append(
             f"note: {path}: {key} {raw[key]} is past vocab_size {config.vocab_size} "
             f"(transformers' GPT-2 default); using {getattr(config, key)}"
         )
     if "vocab.txt" not in vocabulary_files(directory):
-        notes.append(f"note: {given} has no vocab.txt (UER's GPT-2 reads BERT's vocabulary)")
-    return Release(config, params, source, "gpt2", dropped, notes, {"source_model_type": "gpt2"})
+        release.notes.append(
+            f"note: {given} has no vocab.txt (UER's GPT-2 reads BERT's vocabulary)"
+        )
+    return release
 
 
 def vocabulary_files(directory: str) -> list[str]:
     """The `TOKENIZER_FILES` a release directory holds (what `cmrcx.convert` copies)."""
-    return [name for name in TOKENIZER_FILES if os.path.isfile(os.path.join(directory, name))]
+    return hf_io.vocabulary_files(directory, RELEASE)
 
 
 def write_hf_dir(out: str, params, config: GPT2Config, vocab_file: str | None) -> None:
-    """A HuggingFace GPT2LMHeadModel directory: config.json, model.safetensors and the
-    `TOKENIZER_FILES` found next to `vocab_file` (the run's vocab.txt)."""
-    hf_io.write_hf_model(out, config_to_hf(config), hf_tensors(params, config))
-    if vocab_file:
-        hf_io.copy_files(os.path.dirname(vocab_file), out, TOKENIZER_FILES)
+    """A HuggingFace GPT2LMHeadModel directory: config.json, model.safetensors, the run's
+    `vocab_file` as vocab.txt and the other `TOKENIZER_FILES` found beside it."""
+    hf_io.write_release(out, config_to_hf(config), hf_tensors(params, config), RELEASE, vocab_file)
 
 
 # ---------------------------------------------------------------------------

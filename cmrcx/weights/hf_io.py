@@ -1,7 +1,14 @@
 """Pretrained release files, whatever the family: HuggingFace directories (config.json +
 model.safetensors, sharded or not, or pytorch_model*.bin), Google TF checkpoints
-(*.ckpt*.index), and the HuggingFace directory writer. The family modules
-(`cmrcx.weights.bert`, `cmrcx.weights.t5`) read and write their tensors through these.
+(*.ckpt*.index), and the skeleton every family's weights module reads and writes its
+releases through:
+
+  ReleaseFormat        what differs between families' releases: the vocabulary files,
+                       the tensor pair a release may lack (`Fresh`), the notes' words
+  read_release         a family's tensors and config -> `Release` (fresh tensors filled
+                       in, the params tree read through the family's table, the notes)
+  vocabulary_files     the vocabulary files of a release directory (`cmrcx.convert`)
+  write_release        config.json + model.safetensors + the vocabulary files
 
 Loading never executes pickled code: safetensors is read first, and a .bin only
 with `torch.load(weights_only=True)`. torch is needed for .bin files only (`pip
@@ -14,6 +21,7 @@ import glob
 import json
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,6 +41,121 @@ class Release(NamedTuple):
     dropped: list[str]  # tensors left out (heads, optimizer slots, copies of a tensor)
     notes: list[str]  # what `cmrcx.convert` prints after its "read ..." line
     extra: dict  # recorded in the export's model_config.json (source_model_type, ...)
+
+
+class Fresh(NamedTuple):
+    """A dense layer a release may lack, initialised fresh as the network initialises it
+    (BERT's and ALBERT's pooler, which *ForMaskedLM does not save; XLNet's sequence
+    summary): kernel [width, width] from `initializer` (a `jax.nn.initializers` name) with
+    stddev `config.initializer_range` and key `FRESH_SEED`, bias zeros."""
+
+    names: tuple[str, str]  # its (bias, weight) names in the release, weight torch [out, in]
+    width: str  # the config field of its width (hidden_size, d_model)
+    initializer: str  # "truncated_normal" (BERT, ALBERT) or "normal" (XLNet)
+    why: str  # the end of the note: "; BertForMaskedLM saves none"
+
+
+FRESH_SEED = 0  # jax.random.key of a fresh kernel: conversions are reproducible
+
+
+class ReleaseFormat(NamedTuple):
+    """What a family's releases hold beyond its weight table (`<family>.RELEASE`)."""
+
+    what: str  # the network, in WeightError's "does not fit the <what> config"
+    # The vocabulary files a release carries, the run's own vocabulary file first (written
+    # under that name by `write_release`; the others are copied from beside it).
+    vocabulary: tuple[str, ...]
+    vocabulary_required: bool  # `cmrcx.convert` refuses a release without vocabulary[0]
+    dropped: str  # what the "dropped N ..." note calls the tensors dropped
+    dropped_shown: int | None = None  # how many names that note lists (None: all)
+    fresh: Fresh | None = None  # the tensor pair a release may lack
+    # (release name, export name, whose): another name vocabulary[0] is released under
+    # (Google's Chinese ALBERT: vocab_chinese.txt).
+    vocabulary_aliases: tuple[tuple[str, str, str], ...] = ()
+
+
+def with_fresh(tensors: Mapping[str, np.ndarray], config, fresh: Fresh | None):
+    """(tensors with `fresh`'s pair added if the release has neither, names made fresh).
+
+    A release with half the pair gets nothing added, so the table reports the other half
+    missing.
+    """
+    if fresh is None or any(name in tensors for name in fresh.names):
+        return dict(tensors), []
+    import jax  # only here: the rest of the conversion is numpy
+
+    width = getattr(config, fresh.width)
+    init = getattr(jax.nn.initializers, fresh.initializer)(config.initializer_range)
+    kernel = np.asarray(init(jax.random.key(FRESH_SEED), (width, width), np.float32))
+    bias_name, weight_name = fresh.names
+    made = {bias_name: np.zeros([width], np.float32), weight_name: kernel.T}  # torch [out, in]
+    return {**tensors, **made}, sorted(made)
+
+
+def read_release(
+    directory: str,
+    fmt: ReleaseFormat,
+    config,
+    tensors: Mapping[str, np.ndarray],
+    params_from_hf: Callable[[Mapping, Any, str], dict],
+    source: str,
+    model_type: str | None,
+    dropped: list[str],
+    notes: list[str] | None = None,
+) -> Release:
+    """The `Release` of a family's release directory (absolute), given what the family read:
+    its config, its tensors under the table's names (dropped: the names it left out),
+    `source` ("safetensors", ...) and config.json's model_type (None: a TF release).
+
+    Adds `fmt.fresh` when the release lacks it, reads the params tree with the family's
+    `params_from_hf` (WeightError when tensors do not fit), and appends to `notes` what
+    was dropped and made fresh.
+    """
+    tensors, fresh = with_fresh(tensors, config, fmt.fresh)
+    params = params_from_hf(tensors, config, f"{directory} ({source})")
+    notes, dropped = list(notes or []), sorted(dropped)
+    if dropped:
+        shown = dropped[: fmt.dropped_shown] if fmt.dropped_shown else dropped
+        more = " ..." if len(shown) < len(dropped) else ""
+        notes.append(f"dropped {len(dropped)} {fmt.dropped}: {', '.join(shown)}{more}")
+    if fresh:
+        why = fmt.fresh.why
+        notes.append(
+            f"initialised fresh ({len(fresh)}): {', '.join(fresh)} (not in the checkpoint{why})"
+        )
+    extra = {"source_model_type": model_type} if model_type else {}
+    extra.update({"initialised_fresh": fresh} if fresh else {})
+    return Release(config, params, source, model_type, dropped, notes, extra)
+
+
+def vocabulary_files(directory: str, fmt: ReleaseFormat) -> list:
+    """The vocabulary files of a release directory that `cmrcx.convert` copies: names, or
+    (release name, export name) for an alias; PretrainedFormatError when a required one
+    is missing. Every family's vocabulary rule is here (its `ReleaseFormat` says which)."""
+    found: list = [name for name in fmt.vocabulary if os.path.isfile(os.path.join(directory, name))]
+    first = fmt.vocabulary[0]
+    for alias, name, _ in fmt.vocabulary_aliases:
+        if name not in found and os.path.isfile(os.path.join(directory, alias)):
+            found.append((alias, name))
+    exported = [name if isinstance(name, str) else name[1] for name in found]
+    if fmt.vocabulary_required and first not in exported:
+        aliases = "".join(f" (or {whose} {alias})" for alias, _, whose in fmt.vocabulary_aliases)
+        raise PretrainedFormatError(f"{directory}: no {first}{aliases}")
+    return found
+
+
+def write_release(
+    out: str, hf_config: dict, tensors, fmt: ReleaseFormat, vocab_file: str | None
+) -> None:
+    """A HuggingFace directory: config.json, model.safetensors ((HF name, array) pairs),
+    and with `vocab_file` (the run's vocabulary) the release's vocabulary files: that file
+    as `fmt.vocabulary[0]`, and the others found beside it."""
+    write_hf_model(out, hf_config, tensors)
+    if not vocab_file:
+        return
+    first, *others = fmt.vocabulary
+    shutil.copyfile(vocab_file, os.path.join(out, first))
+    copy_files(os.path.dirname(vocab_file), out, others)
 
 
 def read_hf_config(directory: str) -> tuple[dict, str]:
@@ -82,6 +205,18 @@ def read_torch_bin(directory: str) -> dict[str, np.ndarray] | None:
         state = torch.load(path, map_location="cpu", weights_only=True)
         tensors.update({k: v.float().numpy() for k, v in state.items()})
     return tensors
+
+
+def tf_release_config(directory: str, pattern: str, preferred: str | None = None) -> str | None:
+    """A TF release's config file: `preferred` when the directory holds it, else its one
+    match of `pattern` (None: none); PretrainedFormatError when several match."""
+    if preferred and os.path.isfile(os.path.join(directory, preferred)):
+        return os.path.join(directory, preferred)
+    found = sorted(glob.glob(os.path.join(directory, pattern)))
+    if len(found) > 1:
+        names = ", ".join(os.path.basename(name) for name in found)
+        raise PretrainedFormatError(f"{directory}: several TF configs ({names}); keep one")
+    return found[0] if found else None
 
 
 def read_tf_checkpoint(directory: str) -> dict[str, np.ndarray] | None:

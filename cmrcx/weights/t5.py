@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
 
 import numpy as np
 
@@ -36,11 +35,11 @@ from cmrcx.models.t5 import FEED_FORWARD_PROJ, T5Config
 from cmrcx.weights import exports, hf_io
 from cmrcx.weights.hf_io import PretrainedFormatError, Release
 from cmrcx.weights.table import (
+    Entry,
     WeightError,
     params_from_table,
     stack_layers,
     tensors_from_table,
-    to_flax,
     unstack_layers,
 )
 
@@ -97,11 +96,12 @@ LM_HEAD = "lm_head.weight"
 IGNORED = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
 
 
-class Entry(NamedTuple):
-    path: tuple[str, ...]  # cmrcx parameter path, `layer_i` for block i of a stack
-    hf_name: str  # HuggingFace T5ForConditionalGeneration state_dict key
-    layout: str  # torch -> Flax: same | dense | to_heads | from_heads (`table.to_flax`)
-    shape: tuple[int, ...]  # the Flax shape
+RELEASE = hf_io.ReleaseFormat(
+    what="T5",
+    vocabulary=TOKENIZER_FILES,
+    vocabulary_required=False,  # read_dir notes missing tokenizer files
+    dropped="copies of shared.weight and unused tensors",
+)
 
 
 def weight_table(config: T5Config) -> list[Entry]:
@@ -244,29 +244,12 @@ def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: T5Config, sourc
     """
     named, _, differing = normalize_hf_names(hf_tensors, config)
 
-    def to_param(entry, value):
-        want = _torch_shape(entry)
-        if value.shape != want:
-            return None, f"{value.shape} (expected {want})"
-        return to_flax(value, entry.layout, config.num_heads), None
-
     more = {"inconsistent copies": list(differing)}
-    params = params_from_table(named, weight_table(config), to_param, source, "T5", more)
+    table = weight_table(config)
+    params = params_from_table(named, table, config.num_heads, source, RELEASE.what, more)
     params["encoder"] = stack_layers(params["encoder"], config.num_layers)
     params["decoder"] = stack_layers(params["decoder"], config.num_decoder_layers)
     return params
-
-
-def _torch_shape(entry: Entry) -> tuple[int, ...]:
-    """The torch shape a checkpoint should hold for `entry` (the inverse of `to_flax`)."""
-    shape = entry.shape
-    if entry.layout == "dense":
-        return shape[::-1]
-    if entry.layout == "to_heads":  # [d_model, heads, d_kv] <- [heads*d_kv, d_model]
-        return (shape[1] * shape[2], shape[0])
-    if entry.layout == "from_heads":  # [heads, d_kv, d_model] <- [d_model, heads*d_kv]
-        return (shape[2], shape[0] * shape[1])
-    return shape
 
 
 def hf_tensors(params: Mapping, config: T5Config) -> Iterator[tuple[str, np.ndarray]]:
@@ -360,21 +343,16 @@ def read_dir(directory: str) -> Release:
     tensors, source = hf_io.read_hf_weights(directory)
     config = config_from_hf(raw, path, tensors)
     _, dropped, _ = normalize_hf_names(tensors, config)
-    params = params_from_hf(tensors, config, f"{directory} ({source})")
-    notes = []
-    if dropped:
-        notes.append(
-            f"dropped {len(dropped)} copies of shared.weight and unused tensors: "
-            + ", ".join(dropped)
-        )
+    release = hf_io.read_release(
+        directory, RELEASE, config, tensors, params_from_hf, source, raw["model_type"], dropped
+    )
     if not vocabulary_files(directory):
-        notes.append(
+        release.notes.append(
             f"note: {given} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): runs from "
             "this export need --gin.VOCAB_FILE=\"'.../spiece.model'\""
         )
     _check_spiece(directory)
-    model_type, extra = raw["model_type"], {"source_model_type": raw["model_type"]}
-    return Release(config, params, source, model_type, dropped, notes, extra)
+    return release
 
 
 def _check_spiece(directory: str) -> None:
@@ -396,18 +374,16 @@ def _check_spiece(directory: str) -> None:
 
 def vocabulary_files(directory: str) -> list[str]:
     """The `TOKENIZER_FILES` a release directory holds (what `cmrcx.convert` copies)."""
-    return [name for name in TOKENIZER_FILES if os.path.isfile(os.path.join(directory, name))]
+    return hf_io.vocabulary_files(directory, RELEASE)
 
 
 def write_hf_dir(out: str, params, config: T5Config, vocab_file: str | None) -> None:
     """A HuggingFace T5ForConditionalGeneration directory: config.json, model.safetensors,
-    and the `TOKENIZER_FILES` found next to `vocab_file` (the run's spiece.model).
+    the run's `vocab_file` as spiece.model and the other `TOKENIZER_FILES` found beside it.
 
     params: the T5ForConditionalGeneration tree (numpy or jax arrays).
     """
-    hf_io.write_hf_model(out, config_to_hf(config), hf_tensors(params, config))
-    if vocab_file:
-        hf_io.copy_files(os.path.dirname(vocab_file), out, TOKENIZER_FILES)
+    hf_io.write_release(out, config_to_hf(config), hf_tensors(params, config), RELEASE, vocab_file)
 
 
 # ---------------------------------------------------------------------------

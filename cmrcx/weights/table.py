@@ -1,16 +1,20 @@
 """The machinery every family's weight table shares (numpy only: no JAX to convert).
 
-A family's `weight_table(config)` lists entries, each with a cmrcx parameter `path`
-(layer i of a stack named `layer_i`), a HuggingFace name `hf_name` and a `layout` rule
-between the torch tensor and the Flax parameter. `params_from_table` reads a checkpoint
-through the table (one error listing every missing, unknown and misshapen tensor),
-`tensors_from_table` writes one, and `stack_layers`/`unstack_layers` convert between
-the table's `layer_i` and the networks' scanned `layers` ([num_layers, ...]).
+A family's `weight_table(config)` lists `Entry`s: a cmrcx parameter `path` (layer i of a
+stack named `layer_i`), the release's (HuggingFace) name `hf_name`, a `layout` rule
+between the torch tensor and the Flax parameter, and the Flax `shape`. `params_from_table`
+reads a checkpoint through the table, checking every tensor's shape in the checkpoint's
+own layout (`torch_shape`) before it is transformed (one error listing every missing,
+unknown and misshapen tensor), `tensors_from_table` writes one, and
+`stack_layers`/`unstack_layers` convert between the table's `layer_i` and the networks'
+scanned `layers` ([num_layers, ...]). `dense`, `layer_norm`, `split_heads` and
+`merge_heads` build the entries the encoders share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,6 +28,65 @@ LAYOUTS = (
 
 class WeightError(ValueError):
     """A checkpoint does not fit the network: lists every missing, unknown or misshapen tensor."""
+
+
+class Entry(NamedTuple):
+    """One parameter of a family's weight table."""
+
+    path: tuple[str, ...]  # cmrcx parameter path under params[<family>], `layer_i` for block i
+    hf_name: str  # the release's (HuggingFace state_dict) name
+    layout: str  # how the torch tensor becomes the Flax one (`to_flax`, one of `LAYOUTS`)
+    shape: tuple[int, ...]  # the Flax shape
+
+
+def dense(path: tuple[str, ...], hf: str, features_in: int, features_out: int) -> list[Entry]:
+    """A torch Linear `hf` (.weight [out, in], .bias) as a Flax Dense (kernel [in, out], bias)."""
+    return [
+        Entry((*path, "kernel"), f"{hf}.weight", "dense", (features_in, features_out)),
+        Entry((*path, "bias"), f"{hf}.bias", "same", (features_out,)),
+    ]
+
+
+def layer_norm(path: tuple[str, ...], hf: str, width: int) -> list[Entry]:
+    """A torch LayerNorm `hf` (.weight, .bias) as a Flax LayerNorm (scale, bias)."""
+    return [
+        Entry((*path, "scale"), f"{hf}.weight", "same", (width,)),
+        Entry((*path, "bias"), f"{hf}.bias", "same", (width,)),
+    ]
+
+
+def split_heads(path: tuple[str, ...], hf: str, width: int, heads: int, head_dim: int):
+    """A torch Linear `hf` into attention heads: kernel [width, heads, head_dim], bias."""
+    return [
+        Entry((*path, "kernel"), f"{hf}.weight", "to_heads", (width, heads, head_dim)),
+        Entry((*path, "bias"), f"{hf}.bias", "bias_to_heads", (heads, head_dim)),
+    ]
+
+
+def merge_heads(path: tuple[str, ...], hf: str, heads: int, head_dim: int, width: int):
+    """A torch Linear `hf` out of attention heads: kernel [heads, head_dim, width], bias."""
+    return [
+        Entry((*path, "kernel"), f"{hf}.weight", "from_heads", (heads, head_dim, width)),
+        Entry((*path, "bias"), f"{hf}.bias", "same", (width,)),
+    ]
+
+
+def torch_shape(entry: Entry) -> tuple[int, ...]:
+    """The shape a checkpoint holds for `entry` (its Flax `shape` through `to_torch`)."""
+    shape, layout = tuple(entry.shape), entry.layout
+    if layout == "dense":
+        return shape[::-1]
+    if layout == "to_heads":  # [width, heads, head_dim] <- [heads*head_dim, width]
+        return (shape[1] * shape[2], shape[0])
+    if layout == "from_heads":  # [heads, head_dim, width] <- [width, heads*head_dim]
+        return (shape[2], shape[0] * shape[1])
+    if layout == "conv1d_qkv":  # [width, 3, heads, head_dim] <- [width, 3*heads*head_dim]
+        return (shape[0], int(np.prod(shape[1:])))
+    if layout == "conv1d_from_heads":  # [heads, head_dim, width] <- [heads*head_dim, width]
+        return (shape[0] * shape[1], shape[2])
+    if layout in ("bias_to_heads", "bias_qkv"):
+        return (int(np.prod(shape)),)
+    return shape
 
 
 def to_flax(tensor: np.ndarray, layout: str, num_heads: int) -> np.ndarray:
@@ -70,17 +133,18 @@ def to_torch(param: np.ndarray, layout: str) -> np.ndarray:
 
 def params_from_table(
     hf_tensors: Mapping[str, np.ndarray],
-    table,
-    to_param,
+    table: list[Entry],
+    num_heads: int,
     source: str,
     what: str,
     more_problems: Mapping[str, list[str]] | None = None,
 ) -> dict:
-    """The nested params tree of a weight table's entries (each has `hf_name`, `path`).
+    """The nested params tree (float32) of a weight table's entries, read from HF-named
+    torch-layout tensors; num_heads: the attention heads the head layouts split into.
 
-    to_param(entry, float32 value) -> (param, None), or (anything, "shape problem").
-    Raises WeightError listing at once every missing, unknown and misshapen tensor,
-    and `more_problems` (heading -> names) such as inconsistent copies.
+    Raises WeightError ("`source` does not fit the `what` config:") listing at once every
+    missing, unknown and misshapen tensor (shapes in the checkpoint's layout), and
+    `more_problems` (heading -> names) such as inconsistent copies.
     """
     expected = {entry.hf_name for entry in table}
     problems = {
@@ -93,14 +157,15 @@ def params_from_table(
     for entry in table:
         if entry.hf_name not in hf_tensors:
             continue
-        value, shape_problem = to_param(entry, np.asarray(hf_tensors[entry.hf_name], np.float32))
-        if shape_problem:
-            problems["wrong shape"].append(f"{entry.hf_name}: {shape_problem}")
+        value = np.asarray(hf_tensors[entry.hf_name], np.float32)
+        want = torch_shape(entry)
+        if value.shape != want:
+            problems["wrong shape"].append(f"{entry.hf_name}: {value.shape} (expected {want})")
             continue
         node = params
         for key in entry.path[:-1]:
             node = node.setdefault(key, {})
-        node[entry.path[-1]] = value
+        node[entry.path[-1]] = to_flax(value, entry.layout, num_heads)
     if any(problems.values()):
         lines = [f"{source} does not fit the {what} config:"]
         lines += [f"  {k} ({len(v)}): " + ", ".join(v) for k, v in problems.items() if v]

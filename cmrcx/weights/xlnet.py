@@ -28,9 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
 
 import numpy as np
 
@@ -39,12 +37,13 @@ from cmrcx.models.xlnet import ACTIVATIONS, XLNetConfig
 from cmrcx.weights import exports, hf_io
 from cmrcx.weights.hf_io import PretrainedFormatError, Release
 from cmrcx.weights.table import (
+    Entry,
     WeightError,
+    dense,
+    layer_norm,
     params_from_table,
     stack_layers,
     tensors_from_table,
-    to_flax,
-    to_torch,
     unstack_layers,
 )
 
@@ -94,62 +93,45 @@ REQUIRED_SETTINGS = {
 # The encoder's name inside transformers' XLNet task models (base_model_prefix).
 ENCODER_PREFIX = "transformer."
 SUMMARY_HF = ("sequence_summary.summary.bias", "sequence_summary.summary.weight")
-SUMMARY_SEED = 0  # jax.random.key of a fresh summary kernel: conversions are reproducible
+SUMMARY_SEED = hf_io.FRESH_SEED  # jax.random.key of a fresh summary kernel
 DROPPED_HF = re.compile(
     r"^(mask_emb$|lm_loss\.|logits_proj\.|qa_outputs\.|start_logits\.|end_logits\.|answer_class\.)"
 )
-
-
-class Entry(NamedTuple):
-    path: tuple[str, ...]  # cmrcx parameter path under params["xlnet"] (`layer_i`: block i)
-    hf_name: str  # XLNetModel state_dict key (the summary: XLNetForSequenceClassification's)
-    layout: str  # how the torch tensor becomes the Flax one (`table.to_flax`)
+RELEASE = hf_io.ReleaseFormat(
+    what="XLNet",
+    vocabulary=("spiece.model",),
+    vocabulary_required=True,
+    dropped="tensors outside the fine-tuning encoder (mask_emb, LM and task layers)",
+    # Initialised as `XLNetEncoder` initialises `sequence_summary`.
+    fresh=hf_io.Fresh(
+        SUMMARY_HF,
+        "d_model",
+        "normal",
+        ": XLNetModel and XLNetLMHeadModel save no sequence summary",
+    ),
+)
 
 
 def weight_table(config: XLNetConfig) -> list[Entry]:
-    """Every encoder parameter of `config`, with its HuggingFace name."""
-    entries = [Entry(("word_embedding", "embedding"), "word_embedding.weight", "same")]
+    """Every encoder parameter of `config`, with its HuggingFace name (XLNetModel's; the
+    summary: XLNetForSequenceClassification's) and Flax shape."""
+    d, heads, head_dim, inner = config.d_model, config.num_heads, config.head_dim, config.d_inner
+    entries = [Entry(("word_embedding", "embedding"), "word_embedding.weight", "same",
+                     (config.vocab_size, d))]  # fmt: skip
+    # q, k, v, o, r are [d_model, heads, head_dim] nn.Parameters in transformers too.
+    attention = {name: (d, heads, head_dim) for name in ("q", "k", "v", "o", "r")}
+    attention.update({name: (heads, head_dim) for name in ("r_r_bias", "r_s_bias", "r_w_bias")})
+    attention["seg_embed"] = (2, heads, head_dim)
     for i in range(config.num_layers):
         ours, hf = (f"layer_{i}",), f"layer.{i}."
-        # q, k, v, o, r are [d_model, heads, head_dim] nn.Parameters in transformers too.
-        for name in ("q", "k", "v", "o", "r", "r_r_bias", "r_s_bias", "r_w_bias", "seg_embed"):
-            entries.append(Entry((*ours, "rel_attn", name), f"{hf}rel_attn.{name}", "same"))
-        entries += _layer_norm((*ours, "rel_attn", "layer_norm"), f"{hf}rel_attn.layer_norm")
-        for name in ("layer_1", "layer_2"):
-            entries.append(Entry((*ours, name, "kernel"), f"{hf}ff.{name}.weight", "dense"))
-            entries.append(Entry((*ours, name, "bias"), f"{hf}ff.{name}.bias", "same"))
-        entries += _layer_norm((*ours, "ff_layer_norm"), f"{hf}ff.layer_norm")
-    entries.append(Entry(("sequence_summary", "kernel"), SUMMARY_HF[1], "dense"))
-    entries.append(Entry(("sequence_summary", "bias"), SUMMARY_HF[0], "same"))
+        for name, shape in attention.items():
+            entries.append(Entry((*ours, "rel_attn", name), f"{hf}rel_attn.{name}", "same", shape))
+        entries += layer_norm((*ours, "rel_attn", "layer_norm"), f"{hf}rel_attn.layer_norm", d)
+        entries += dense((*ours, "layer_1"), f"{hf}ff.layer_1", d, inner)
+        entries += dense((*ours, "layer_2"), f"{hf}ff.layer_2", inner, d)
+        entries += layer_norm((*ours, "ff_layer_norm"), f"{hf}ff.layer_norm", d)
+    entries += dense(("sequence_summary",), "sequence_summary.summary", d, d)
     return entries
-
-
-def _layer_norm(path: tuple[str, ...], hf: str) -> list[Entry]:
-    return [
-        Entry((*path, "scale"), f"{hf}.weight", "same"),
-        Entry((*path, "bias"), f"{hf}.bias", "same"),
-    ]
-
-
-def _expected_shape(entry: Entry, config: XLNetConfig) -> tuple[int, ...]:
-    """The Flax shape of `entry`'s parameter."""
-    d, heads, head_dim, inner = config.d_model, config.num_heads, config.head_dim, config.d_inner
-    leaf, parent = entry.path[-1], entry.path[-2]
-    if leaf == "embedding":
-        return (config.vocab_size, d)
-    if leaf in ("q", "k", "v", "o", "r"):
-        return (d, heads, head_dim)
-    if leaf in ("r_r_bias", "r_s_bias", "r_w_bias"):
-        return (heads, head_dim)
-    if leaf == "seg_embed":
-        return (2, heads, head_dim)
-    if parent == "layer_1":
-        return (d, inner) if leaf == "kernel" else (inner,)
-    if parent == "layer_2":
-        return (inner, d) if leaf == "kernel" else (d,)
-    if parent == "sequence_summary":
-        return (d, d) if leaf == "kernel" else (d,)
-    return (d,)  # LayerNorm scale and bias
 
 
 def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[str]]:
@@ -168,21 +150,10 @@ def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[st
 def with_fresh_summary(
     hf_tensors: Mapping[str, np.ndarray], config: XLNetConfig
 ) -> tuple[dict, list[str]]:
-    """(tensors with a fresh sequence summary if the source has none, names made fresh).
-
-    Initialised as `XLNetEncoder` initialises `sequence_summary`: the kernel normal
-    with stddev initializer_range (key `SUMMARY_SEED`), the bias zeros. A source with
-    half a summary gets nothing added, so `params_from_hf` reports the other half.
-    """
-    if any(name in hf_tensors for name in SUMMARY_HF):
-        return dict(hf_tensors), []
-    import jax  # only here: the rest of the conversion is numpy
-
-    d = config.d_model
-    init = jax.nn.initializers.normal(config.initializer_range)
-    kernel = np.asarray(init(jax.random.key(SUMMARY_SEED), (d, d), np.float32))
-    fresh = {SUMMARY_HF[0]: np.zeros([d], np.float32), SUMMARY_HF[1]: to_torch(kernel, "dense")}
-    return {**hf_tensors, **fresh}, sorted(fresh)
+    """(tensors with a fresh sequence summary if the source has none, names made fresh):
+    `hf_io.with_fresh` of `RELEASE.fresh` (kernel normal with stddev initializer_range,
+    key `SUMMARY_SEED`; bias zeros)."""
+    return hf_io.with_fresh(hf_tensors, config, RELEASE.fresh)
 
 
 def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: XLNetConfig, source: str) -> dict:
@@ -190,13 +161,8 @@ def params_from_hf(hf_tensors: Mapping[str, np.ndarray], config: XLNetConfig, so
 
     Raises WeightError listing every missing, unknown and misshapen tensor at once.
     """
-
-    def to_param(entry, value):
-        value = to_flax(value, entry.layout, config.num_heads)
-        want = _expected_shape(entry, config)
-        return value, None if value.shape == want else f"{value.shape} (expected {want})"
-
-    params = params_from_table(hf_tensors, weight_table(config), to_param, source, "XLNet")
+    table = weight_table(config)
+    params = params_from_table(hf_tensors, table, config.num_heads, source, RELEASE.what)
     return stack_layers(params, config.num_layers)
 
 
@@ -269,32 +235,19 @@ def read_dir(directory: str) -> Release:
     config = config_from_hf(raw, path)
     tensors, source = hf_io.read_hf_weights(directory)
     named, dropped = normalize_hf_names(tensors)
-    named, fresh = with_fresh_summary(named, config)
-    params = params_from_hf(named, config, f"{directory} ({source})")
-    notes = []
-    if dropped:
-        notes.append(
-            f"dropped {len(dropped)} tensors outside the fine-tuning encoder "
-            f"(mask_emb, LM and task layers): {', '.join(dropped)}"
-        )
-    if fresh:
-        notes.append(
-            f"initialised fresh ({len(fresh)}): {', '.join(fresh)} (not in the checkpoint: "
-            "XLNetModel and XLNetLMHeadModel save no sequence summary)"
-        )
-    extra = {"source_model_type": "xlnet", **({"initialised_fresh": fresh} if fresh else {})}
-    return Release(config, params, source, "xlnet", dropped, notes, extra)
+    return hf_io.read_release(
+        directory, RELEASE, config, named, params_from_hf, source, "xlnet", dropped
+    )
 
 
 def vocabulary_files(directory: str) -> list[str]:
     """["spiece.model"]: what `cmrcx.convert` copies; PretrainedFormatError if missing."""
-    if not os.path.isfile(os.path.join(directory, "spiece.model")):
-        raise PretrainedFormatError(f"{directory}: no spiece.model")
-    return ["spiece.model"]
+    return hf_io.vocabulary_files(directory, RELEASE)
 
 
 def write_hf_dir(out: str, params, config: XLNetConfig, vocab_file: str | None) -> None:
-    """A HuggingFace XLNet directory: config.json, model.safetensors, spiece.model.
+    """A HuggingFace XLNet directory: config.json, model.safetensors, spiece.model (the
+    run's vocabulary file under the name XLNetTokenizer reads).
 
     The encoder under `transformer.` and the sequence summary, as
     XLNetForSequenceClassification names them (its logits_proj, a task layer, is left
@@ -305,9 +258,7 @@ def write_hf_dir(out: str, params, config: XLNetConfig, vocab_file: str | None) 
         (name if name in SUMMARY_HF else ENCODER_PREFIX + name, value)
         for name, value in hf_tensors(params, config)
     )
-    hf_io.write_hf_model(out, config_to_hf(config), tensors)
-    if vocab_file:  # under the name XLNetTokenizer reads, whatever the run's file is called
-        shutil.copyfile(vocab_file, os.path.join(out, "spiece.model"))
+    hf_io.write_release(out, config_to_hf(config), tensors, RELEASE, vocab_file)
 
 
 # ---------------------------------------------------------------------------

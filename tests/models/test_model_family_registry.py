@@ -18,7 +18,6 @@ import re
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
 
 import flax.linen as nn
 import gin
@@ -96,19 +95,14 @@ def _toy_heads(config: ToyConfig) -> registry.HeadOptions:
 # Its weights module: this module, under the names every family's has
 
 
-class Entry(NamedTuple):
-    path: tuple[str, ...]  # parameter path under params["toy"]
-    hf_name: str  # the tensor's name in model.safetensors
-    layout: str  # `table.to_flax` rule
-
-
-def weight_table(config: ToyConfig) -> list[Entry]:
+def weight_table(config: ToyConfig) -> list[table.Entry]:
     return [
-        Entry(("embed", "embedding"), "embeddings.word.weight", "same"),
-        Entry(("segment", "embedding"), "embeddings.segment.weight", "same"),
-        Entry(("layer", "kernel"), "layer.weight", "dense"),
-        Entry(("layer", "bias"), "layer.bias", "same"),
-    ]
+        table.Entry(("embed", "embedding"), "embeddings.word.weight", "same",
+                    (config.vocab_size, config.width)),
+        table.Entry(("segment", "embedding"), "embeddings.segment.weight", "same",
+                    (2, config.width)),
+        *table.dense(("layer",), "layer", config.width, config.width),
+    ]  # fmt: skip
 
 
 def config_from_hf(raw: Mapping, path: str = "config.json", tensors=None) -> ToyConfig:
@@ -120,10 +114,7 @@ def config_to_hf(config: ToyConfig) -> dict:
 
 
 def params_from_hf(tensors: Mapping, config: ToyConfig, source: str) -> dict:
-    def to_param(entry, value):
-        return table.to_flax(value, entry.layout, 1), None
-
-    return table.params_from_table(tensors, weight_table(config), to_param, source, "toy")
+    return table.params_from_table(tensors, weight_table(config), 1, source, "toy")
 
 
 def hf_tensors(params: Mapping, config: ToyConfig) -> Iterator[tuple[str, np.ndarray]]:

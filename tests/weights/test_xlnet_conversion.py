@@ -227,4 +227,4 @@ def test_missing_and_misshapen_tensors_are_listed(tmp_path):
     with pytest.raises(xlnet_weights.WeightError) as error:
         xlnet_weights.params_from_hf(named, config, "src")
     assert "missing (1): layer.1.rel_attn.r_s_bias" in str(error.value)
-    assert "layer.0.ff.layer_1.weight: (5, 40) (expected (24, 40))" in str(error.value)
+    assert "layer.0.ff.layer_1.weight: (40, 5) (expected (40, 24))" in str(error.value)
