@@ -250,14 +250,7 @@ def hf_tensors_from_tf(tf_tensors: Mapping[str, np.ndarray]) -> tuple[dict, list
 
 def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[str]]:
     """Strips the `albert.` prefix of task / pretraining models; drops their heads."""
-    out, dropped = {}, []
-    for name, value in tensors.items():
-        name = name.removeprefix("albert.")
-        if DROPPED_HF.search(name):
-            dropped.append(name)
-        else:
-            out[name] = value
-    return out, dropped
+    return table.encoder_tensors(tensors, ("albert.",), DROPPED_HF)
 
 
 def with_fresh_pooler(tensors: Mapping[str, np.ndarray], config: AlbertConfig):

@@ -44,6 +44,7 @@ from cmrcx.weights.table import (
     Entry,
     WeightError,
     dense,
+    encoder_tensors,
     layer_norm,
     merge_heads,
     params_from_table,
@@ -185,17 +186,12 @@ def hf_tensors_from_tf(tf_tensors: Mapping[str, np.ndarray]) -> tuple[dict, list
 
 def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[str]]:
     """Strips the `bert.`/`ernie.` prefix of task models, maps legacy gamma/beta; drops heads."""
-    out, dropped = {}, []
-    for name, value in tensors.items():
-        for prefix in ENCODER_PREFIXES:
-            name = name.removeprefix(prefix)
-        name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
-        name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
-        if DROPPED_HF.search(name):
-            dropped.append(name)
-        else:
-            out[name] = value
-    return out, dropped
+    return encoder_tensors(tensors, ENCODER_PREFIXES, DROPPED_HF, _legacy_layer_norm)
+
+
+def _legacy_layer_norm(name: str) -> str:
+    name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
+    return re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
 
 
 def with_fresh_pooler(

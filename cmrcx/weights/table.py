@@ -8,11 +8,13 @@ own layout (`torch_shape`) before it is transformed (one error listing every mis
 unknown and misshapen tensor), `tensors_from_table` writes one, and
 `stack_layers`/`unstack_layers` convert between the table's `layer_i` and the networks'
 scanned `layers` ([num_layers, ...]). `dense`, `layer_norm`, `split_heads` and
-`merge_heads` build the entries the encoders share.
+`merge_heads` build the entries the encoders share; `encoder_tensors` strips a task
+model's encoder prefix and drops its heads.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
@@ -184,6 +186,24 @@ def tensors_from_table(params: Mapping, table) -> Iterator[tuple[str, np.ndarray
             entry.hf_name,
             np.ascontiguousarray(to_torch(np.asarray(node, np.float32), entry.layout)),
         )
+
+
+def encoder_tensors(
+    tensors: Mapping[str, np.ndarray], prefixes: tuple[str, ...], dropped: re.Pattern, rename=None
+) -> tuple[dict, list[str]]:
+    """(the tensors under the bare model's names, the names dropped): a task model's
+    encoder prefixes (`bert.`, `albert.`, `transformer.`) stripped, `rename(name)` applied,
+    and the names `dropped` finds (heads, buffers) left out."""
+    out, left_out = {}, []
+    for name, value in tensors.items():
+        for prefix in prefixes:
+            name = name.removeprefix(prefix)
+        name = rename(name) if rename else name
+        if dropped.search(name):
+            left_out.append(name)
+        else:
+            out[name] = value
+    return out, left_out
 
 
 def stack_layers(params: Mapping, num_layers: int) -> dict:

@@ -40,6 +40,7 @@ from cmrcx.weights.table import (
     Entry,
     WeightError,
     dense,
+    encoder_tensors,
     layer_norm,
     params_from_table,
     stack_layers,
@@ -137,14 +138,8 @@ def weight_table(config: XLNetConfig) -> list[Entry]:
 def normalize_hf_names(tensors: Mapping[str, np.ndarray]) -> tuple[dict, list[str]]:
     """(tensors under XLNetModel's names plus the summary, names dropped): strips the task
     models' `transformer.` prefix; drops `DROPPED_HF` (mask_emb, LM and task layers)."""
-    out, dropped = {}, []
-    for name, value in tensors.items():
-        name = name.removeprefix(ENCODER_PREFIX)
-        if DROPPED_HF.search(name):
-            dropped.append(name)
-        else:
-            out[name] = value
-    return out, sorted(dropped)
+    named, dropped = encoder_tensors(tensors, (ENCODER_PREFIX,), DROPPED_HF)
+    return named, sorted(dropped)
 
 
 def with_fresh_summary(
