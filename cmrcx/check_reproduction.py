@@ -26,10 +26,10 @@ from __future__ import annotations
 import json
 import tempfile
 
-from cmrcx.common import hugepages
+from cmrcx.cli import startup
 
-if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
-    hugepages.restart_with_hugepages()
+if __name__ == "__main__":  # before JAX and TensorFlow load (see cmrcx.cli.startup)
+    startup.start()
 
 from cmrcx.cli import launch  # noqa: E402
 

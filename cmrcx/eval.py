@@ -32,10 +32,10 @@ import argparse
 import json
 import os
 
-from cmrcx.common import hugepages
+from cmrcx.cli import startup
 
-if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
-    hugepages.restart_with_hugepages(keep_freed=True)  # reuse each batch's memory
+if __name__ == "__main__":  # before JAX and TensorFlow load (see cmrcx.cli.startup)
+    startup.start(keep_freed=True)  # reuse each batch's memory
 
 from cmrcx.cli import launch, saved_run  # noqa: E402
 from cmrcx.common import paths  # noqa: E402

@@ -68,10 +68,10 @@ import json
 import os
 from collections.abc import Sequence
 
-from cmrcx.common import hugepages
+from cmrcx.cli import startup
 
-if __name__ == "__main__":  # before JAX and TensorFlow load (see hugepages)
-    hugepages.restart_with_hugepages()
+if __name__ == "__main__":  # before JAX and TensorFlow load (see cmrcx.cli.startup)
+    startup.start()
 
 import gin  # noqa: E402
 

@@ -18,6 +18,7 @@ ENTRY_POINTS = {"train", "eval", "export", "score", "convert", "tokenize", "gene
 # A module may import modules of its own layer and of lower ranks only.
 RANKS = {
     "common": 0,
+    "cpu": 0,  # cmrcx.cpu: the CPU-only speed paths, on JAX alone
     "benchmarks": 1,
     "vocab": 1,
     "models": 1,

@@ -2,11 +2,11 @@
 
 The families write attention as two einsums around a float32 softmax (the "einsum"
 implementation; on one CPU device BERT's inference loops over a few heads at a time,
-`common.attention_by_head`). On a GPU or TPU the same product goes through
+`cmrcx.cpu.inference.attention_by_head`). On a GPU or TPU the same product goes through
 `jax.nn.dot_product_attention` ("dot_product"): cuDNN's fused flash attention where it
 takes the call (`kernel_for`), XLA's composition of the same ops elsewhere. "auto" (the
 default) is "dot_product" on gpu/tpu and "einsum" on cpu, where the einsums and the loop by
-head were measured faster (`common.SCORES_PER_STEP`).
+head were measured faster (`cmrcx.cpu.inference.SCORES_PER_STEP`).
 
 Where each family goes (docs/scaling.md, "Attention"):
 

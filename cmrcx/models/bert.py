@@ -18,12 +18,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from cmrcx.cpu import inference as cpu_inference
 from cmrcx.models import attention
 from cmrcx.models.common import (
-    activation_apart,
-    attention_by_head,
     check_compute_options,
-    cpu_inference_enabled,
     kernel_init,
     low_precision_dot_general,
     scanned_layers,
@@ -197,9 +195,9 @@ class BertSelfAttention(nn.Module):
         if attention.use_dot_product(not deterministic and cfg.attention_dropout > 0):
             # GPU/TPU (or as configured): the fused kernel; query is already scaled.
             context = attention.dot_product_attention(query, key, value, bias=attention_bias)
-        elif deterministic and cpu_inference_enabled():
-            # Inference on one CPU device (the trainer's choice): a few heads at a time.
-            context = attention_by_head(query, key, value, attention_bias)
+        elif cpu_inference.applies(deterministic):
+            # Scoring on one CPU device (cmrcx.cpu): a few heads at a time.
+            context = cpu_inference.attention_by_head(query, key, value, attention_bias)
         else:
             scores = jnp.einsum("bqhd,bkhd->bhqk", query, key)
             scores = scores + attention_bias.astype(query.dtype)
@@ -232,8 +230,8 @@ class BertLayer(nn.Module):
         hidden = _layer_norm(cfg, "attention_LayerNorm")(hidden + attended)
         inner = _dense(cfg, cfg.intermediate_size, "embed", ("mlp",), "intermediate")(hidden)
         inner = nn.with_logical_constraint(inner, ("batch", "length", "mlp"))
-        if deterministic and cpu_inference_enabled():
-            inner = activation_apart(ACTIVATIONS[cfg.hidden_act], inner)
+        if cpu_inference.applies(deterministic):  # scoring on one CPU device (cmrcx.cpu)
+            inner = cpu_inference.activation_apart(ACTIVATIONS[cfg.hidden_act], inner)
         else:
             inner = ACTIVATIONS[cfg.hidden_act](inner)
         out = _dense(cfg, cfg.hidden_size, "mlp", ("embed",), "output")(inner)

@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from cmrcx.cpu.inference import one_cpu_inference
 from cmrcx.models import attention
-from cmrcx.models.common import cpu_inference
-from cmrcx.training import cpu_threefry, partitioning
+from cmrcx.training import partitioning
 
 
 @flax.struct.dataclass
@@ -157,7 +157,6 @@ class Trainer:
         gradients are summed before the one optimizer update (same update as
         the whole batch at once, at a fraction of the activation memory).
         """
-        cpu_threefry.install()  # dropout masks on CPU: the same bits, one fused kernel
         self.model, self.optimizer, self.mesh, self.rules = model, optimizer, mesh, rules
         self.seed, self.grad_accum_steps = seed, grad_accum_steps
         attention.check_implementation(attention_implementation)
@@ -188,16 +187,14 @@ class Trainer:
             out_shardings=(self.state_shardings, replicated),
             donate_argnums=(0,),
         )
-        # On one CPU device, BERT-shaped encoders score with their attention a few heads at
-        # a time (`cmrcx.models.common.attention_by_head`) and their feed-forward
-        # activation as a fusion of its own (`activation_apart`). Not on a mesh, where the
-        # attention loop over the split batch would gather it, nor on GPU/TPU, where
-        # neither was measured.
+        # On one CPU device, BERT-shaped encoders score with the forms XLA:CPU runs fastest
+        # (`cmrcx.cpu.inference`). Not on a mesh, where the attention loop over the split
+        # batch would gather it, nor on GPU/TPU, where neither was measured.
         one_cpu = mesh.devices.size == 1 and mesh.devices.flat[0].platform == "cpu"
 
         @functools.wraps(model.score_batch)  # compile logs name it score_batch
         def score_step(params, batch):
-            with cpu_inference(one_cpu), attention.implementation(attention_implementation):
+            with one_cpu_inference(one_cpu), attention.implementation(attention_implementation):
                 return model.score_batch(params, batch)
 
         self._score_step = jax.jit(

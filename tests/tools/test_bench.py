@@ -15,7 +15,7 @@ import pytest
 from support import REPO_ROOT
 
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
-from cmrcx.common import hugepages
+from cmrcx.cpu import hugepages
 
 TOOLS = REPO_ROOT / "tools"
 # 2 layers, hidden 64, 512-token vocabulary, 64-token windows: seconds per side.

@@ -275,22 +275,22 @@ def test_scoring_on_one_cpu_device_runs_the_attention_by_head(monkeypatch):
     """The trainer's score step (one CPU device here) traces the encoder with
     `attention_by_head`; its train step and anything outside keep the einsums. (On a mesh
     of several devices the trainer leaves it off: tests/training/test_sharding.py.)"""
-    from cmrcx.models import common
+    from cmrcx.cpu import inference
 
-    calls = []
+    calls, attention_by_head = [], inference.attention_by_head
 
     def counted(*args):
         calls.append(args[0].shape)
-        return common.attention_by_head(*args)
+        return attention_by_head(*args)
 
-    monkeypatch.setattr("cmrcx.models.bert.attention_by_head", counted)
+    monkeypatch.setattr("cmrcx.cpu.inference.attention_by_head", counted)
     trainer = trainer_for(SMALL)
     state = trainer.init_state()
     state, _ = trainer.train_step(state, make_batch())
     assert calls == []
     scores = trainer.score(state.params, make_batch())
     assert calls and set(calls) == {(8, 32, 4, 16)} and np.isfinite(scores).all()
-    assert not common.cpu_inference_enabled()
+    assert not inference.enabled()
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "released_script"])

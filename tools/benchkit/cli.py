@@ -12,7 +12,7 @@ import math
 import os
 import sys
 
-from cmrcx.common import hugepages
+from cmrcx.cpu import hugepages
 
 from . import (
     families,

@@ -33,6 +33,7 @@ EVAL_TASKS = ("clue_c311", "clue_chid11", "clue_cmrc2018", "cmrc2019")
 
 
 def _runner(task: str, data_dir: str, model_dir: str, cache: str, steps: int, extra=()):
+    from cmrcx import cpu
     from cmrcx.cli import launch
     from cmrcx.training.runner import Runner
 
@@ -50,6 +51,7 @@ def _runner(task: str, data_dir: str, model_dir: str, cache: str, steps: int, ex
     ]
     args = launch.parse_flags(argv, "bench")
     launch.parse_gin(args.gin_file, args.gin_bindings)
+    cpu.enable()  # as the entry points' start-up does
     return Runner(launch.run_config_from_gin())
 
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cmrcx.common import hugepages
+from cmrcx.cpu import hugepages
 
 TOOLS = Path(__file__).resolve().parent.parent
 REPO_ROOT = TOOLS.parent
@@ -84,7 +84,7 @@ def side_environment(args, side: str) -> dict[str, str]:
     """A child's environment. --glibc_tunables: both sides alike (glibc reads it at process
     start). Without it each side gets what its user's command runs with: the cmrcx side the
     huge-page tunable `python -m cmrcx.train` re-executes itself with
-    (cmrcx.common.hugepages), the torch side the environment as it is."""
+    (cmrcx.cpu.hugepages), the torch side the environment as it is."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_ROOT)}
     if args.glibc_tunables is not None:
         return {**env, "GLIBC_TUNABLES": args.glibc_tunables}

@@ -4,7 +4,7 @@ Where a BERT-base forward's time goes, op by op, on the same 2 CPUs: the four de
 matmuls (fused Q/K/V, attention output, the feed-forward pair) and the attention core
 as `cmrcx.models.bert.BertSelfAttention` computes it: in training two batched einsums and
 a float32 softmax over the [batch, heads, length, length] scores, in the trainer's scoring
-step on one CPU device `cmrcx.models.common.attention_by_head` (a few heads at a time);
+step on one CPU device `cmrcx.cpu.inference.attention_by_head` (a few heads at a time);
 against the same ops in PyTorch and its fused `scaled_dot_product_attention` kernel (what
 transformers' "sdpa" attention runs). The last line splits the timed ops into the dense
 matmuls and the rest (attention and GeLU) on each side; LayerNorm, bias adds and
@@ -53,7 +53,7 @@ def _jax_ops(a: dict[str, np.ndarray]) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from cmrcx.models.common import attention_by_head
+    from cmrcx.cpu.inference import attention_by_head
 
     x = {k: jnp.asarray(v) for k, v in a.items()}
     no_padding = jnp.zeros((x["q"].shape[0], 1, 1, x["q"].shape[1]))

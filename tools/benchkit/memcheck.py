@@ -64,6 +64,7 @@ def _data_for(task: str, data_dir: str) -> None:
 def build_run(gin_files: list[str], work: str, bindings: list[str]):
     """(RunConfig, Runner) of the gin files as `cmrcx.train` builds them, over synthetic
     files of the task at work/data, with random weights and the family's tiny vocabulary."""
+    from cmrcx import cpu
     from cmrcx.cli import launch
     from cmrcx.training.runner import Runner
 
@@ -82,6 +83,7 @@ def build_run(gin_files: list[str], work: str, bindings: list[str]):
     unchecked = launch.run_config_with_required_values()
     _data_for(unchecked.task, data_dir)
     run = unchecked.checked()
+    cpu.enable()  # as the entry points' start-up does: the train step's plan is theirs
     return run, Runner(run)
 
 

@@ -96,9 +96,11 @@ def one_device_trainer(model, optimizer, example_batch):
     """A cmrcx Trainer for `model` on one device (mesh 1 x 1)."""
     import jax
 
+    from cmrcx import cpu
     from cmrcx.training import partitioning
     from cmrcx.training.trainer import Trainer
 
+    cpu.enable()  # as the entry points' start-up does: dropout's threefry unrolled
     mesh = partitioning.make_mesh((1, 1), devices=jax.devices()[:1])
     return Trainer(model, optimizer, mesh, example_batch)
 

@@ -1,4 +1,4 @@
-"""cpu_threefry: the unrolled hash is Threefry-2x32-20, and JAX's random bits on CPU
+"""cmrcx.cpu.threefry: the unrolled hash is Threefry-2x32-20, and JAX's random bits on CPU
 use it without a loop."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from cmrcx.training import cpu_threefry
+from cmrcx.cpu import threefry
 
 # Random123's known-answer vectors for threefry2x32_20 (kat_vectors, as JAX's own
 # random_test.py checks): (key, counter) -> output.
@@ -20,16 +20,16 @@ KNOWN_ANSWERS = [
 
 @pytest.mark.parametrize("key, counter, expected", KNOWN_ANSWERS)
 def test_known_answers(key, counter, expected):
-    words = cpu_threefry.threefry2x32(*np.uint32(key), *np.uint32(counter))
+    words = threefry.threefry2x32(*np.uint32(key), *np.uint32(counter))
     assert tuple(int(w) for w in words) == expected
 
 
 def test_jax_hash_uses_the_unrolled_lowering_with_the_same_bits():
-    cpu_threefry.install()
+    threefry.install()
     key = np.uint32([0x13198A2E, 0x03707344])
     counters = np.uint32([[0x243F6A88, 7, 0], [0x85A308D3, 8, 0xFFFFFFFF]])
     got = jax.jit(jax.extend.random.threefry_2x32)(key, counters.reshape(-1))
-    expected = np.concatenate(cpu_threefry.threefry2x32(*key, *counters))
+    expected = np.concatenate(threefry.threefry2x32(*key, *counters))
     np.testing.assert_array_equal(np.asarray(got), expected)
     assert np.asarray(got)[0] == 0xC4923A9C  # the third known answer, first word
 

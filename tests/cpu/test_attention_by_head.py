@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cmrcx.models import common
+from cmrcx.cpu import inference as cpu_inference
 from cmrcx.models.bert import BertConfig, BertSelfAttention
 
 
@@ -35,16 +35,16 @@ def inputs(batch, q_len, k_len, heads, kv, dtype, seed=0):
 def test_equals_the_einsum_form(monkeypatch, dtype, tolerance, step):
     """Steps of 1, 4 (6 pairs: one full step and a remainder of 2) and all pairs at once;
     query and key lengths differ, and padded keys get no weight."""
-    monkeypatch.setattr(common, "SCORES_PER_STEP", step * 5 * 7)
+    monkeypatch.setattr(cpu_inference, "SCORES_PER_STEP", step * 5 * 7)
     query, key, value, bias = inputs(batch=2, q_len=5, k_len=7, heads=3, kv=4, dtype=dtype)
-    mine = common.attention_by_head(query, key, value, bias)
+    mine = cpu_inference.attention_by_head(query, key, value, bias)
     assert mine.shape == query.shape and mine.dtype == dtype
     expected = einsum_attention(query, key, value, bias)
     np.testing.assert_allclose(np.float32(mine), np.float32(expected), atol=tolerance)
     # The padded keys of row 0 carry no weight: changing their values changes nothing.
     changed = value.at[0, -3:].set(100.0)
     np.testing.assert_array_equal(
-        np.float32(common.attention_by_head(query, key, changed, bias)), np.float32(mine)
+        np.float32(cpu_inference.attention_by_head(query, key, changed, bias)), np.float32(mine)
     )
 
 
@@ -52,11 +52,11 @@ def test_bias_other_than_a_padding_mask_is_refused():
     query, key, value, bias = inputs(batch=2, q_len=5, k_len=7, heads=3, kv=4, dtype=jnp.float32)
     per_query = jnp.broadcast_to(bias, (2, 1, 5, 7))
     with pytest.raises(ValueError, match=r"\[batch, 1, 1, k\] only"):
-        common.attention_by_head(query, key, value, per_query)
+        cpu_inference.attention_by_head(query, key, value, per_query)
 
 
 def test_bert_runs_it_only_in_inference_where_the_trainer_turns_it_on(monkeypatch):
-    """Off by default (the einsums); with `cpu_inference(True)` inference goes
+    """Off by default (the einsums); with `one_cpu_inference(True)` inference goes
     through attention_by_head and training still runs the einsums, with the same output
     when dropout is off."""
     config = BertConfig(hidden_size=32, num_heads=4, attention_dropout=0.0, hidden_dropout=0.0)
@@ -64,21 +64,21 @@ def test_bert_runs_it_only_in_inference_where_the_trainer_turns_it_on(monkeypatc
     bias = jnp.zeros((2, 1, 1, 6)).at[1, ..., 4:].set(jnp.finfo(jnp.float32).min)
     layer = BertSelfAttention(config)
     params = layer.init(jax.random.key(1), hidden, bias, True)
-    calls = []
+    calls, attention_by_head = [], cpu_inference.attention_by_head
 
     def counted(*args):
         calls.append(args[0].shape)
-        return common.attention_by_head(*args)
+        return attention_by_head(*args)
 
-    monkeypatch.setattr("cmrcx.models.bert.attention_by_head", counted)
+    monkeypatch.setattr("cmrcx.cpu.inference.attention_by_head", counted)
     default = layer.apply(params, hidden, bias, True)
     assert calls == []
-    with common.cpu_inference(True):
+    with cpu_inference.one_cpu_inference(True):
         inference = layer.apply(params, hidden, bias, True)
         assert calls and set(calls) == {(2, 6, 4, 8)}
         traced = len(calls)
         training = layer.apply(params, hidden, bias, False, rngs={"dropout": jax.random.key(2)})
         assert len(calls) == traced
-    assert not common.cpu_inference_enabled()
+    assert not cpu_inference.enabled()
     np.testing.assert_allclose(inference, training, atol=1e-6)
     np.testing.assert_allclose(inference, default, atol=1e-6)

@@ -1,4 +1,5 @@
-"""cmrcx.common.hugepages: the entry points re-execute once with glibc's huge-page tunable."""
+"""cmrcx.cpu.hugepages: the entry points re-execute once with glibc's huge-page tunable, by
+their one start-up call (`cmrcx.cli.startup.start`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import pytest
 from support import REPO_ROOT
 
-from cmrcx.common import hugepages
+from cmrcx.cpu import hugepages
 
 MADVISE = "always [madvise] never"
 
@@ -36,15 +37,16 @@ def test_evaluation_also_keeps_freed_memory_unless_the_user_set_a_tunable():
 
 
 @pytest.mark.parametrize("entry, call", [
-    ("train", "hugepages.restart_with_hugepages()"),
-    ("eval", "hugepages.restart_with_hugepages(keep_freed=True)"),
-    ("generate", "hugepages.restart_with_hugepages()"),
+    ("train", "startup.start()"),
+    ("eval", "startup.start(keep_freed=True)"),
+    ("generate", "startup.start()"),
+    ("check_reproduction", "startup.start()"),
 ])  # fmt: skip
 def test_only_the_eval_entry_keeps_freed_memory(entry, call):
     """Evaluation reuses each batch's memory; a train step's doubled its peak RSS."""
     tree = ast.parse((REPO_ROOT / "cmrcx" / f"{entry}.py").read_text())
     calls = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    assert [c for c in calls if "restart_with_hugepages" in c] == [call]
+    assert [c for c in calls if "startup.start" in c] == [call]
 
 
 @pytest.mark.parametrize(
@@ -67,7 +69,7 @@ def test_a_command_restarts_itself_once_with_the_same_pid_and_arguments(tmp_path
     script.write_text(
         "import os, sys\n"
         "print('start', os.getpid(), flush=True)\n"
-        "from cmrcx.common import hugepages\n"
+        "from cmrcx.cpu import hugepages\n"
         "hugepages.restart_with_hugepages()\n"
         "print('run', os.getpid(), os.environ.get('GLIBC_TUNABLES'), sys.argv[1:])\n"
     )
@@ -90,7 +92,7 @@ def test_a_command_restarts_itself_once_with_the_same_pid_and_arguments(tmp_path
         assert f" {hugepages.TUNABLE} " in runs[0]
 
 
-@pytest.mark.parametrize("entry", ["train", "eval", "generate"])
+@pytest.mark.parametrize("entry", ["train", "eval", "generate", "check_reproduction"])
 def test_entries_restart_before_jax_or_tensorflow_load(entry):
     """The call sits under `if __name__ == "__main__":` before any other cmrcx import."""
     tree = ast.parse((REPO_ROOT / "cmrcx" / f"{entry}.py").read_text())
@@ -99,12 +101,32 @@ def test_entries_restart_before_jax_or_tensorflow_load(entry):
         i for i, node in enumerate(body)
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cmrcx")
     )  # fmt: skip
-    assert ast.unparse(body[first_cmrcx]) == "from cmrcx.common import hugepages"
+    assert ast.unparse(body[first_cmrcx]) == "from cmrcx.cli import startup"
     guard = body[first_cmrcx + 1]
     assert isinstance(guard, ast.If) and "__main__" in ast.unparse(guard.test)
-    assert ast.unparse(guard.body[0]).startswith("hugepages.restart_with_hugepages(")
+    assert ast.unparse(guard.body[0]).startswith("startup.start(")
     before = body[:first_cmrcx]  # only the standard library loads before the restart
     modules = [n.module for n in before if isinstance(n, ast.ImportFrom)]
     modules += [a.name for n in before if isinstance(n, ast.Import) for a in n.names]
     stdlib = sys.stdlib_module_names | {"__future__"}
     assert all(module.split(".")[0] in stdlib for module in modules), modules
+
+
+def test_the_start_up_restarts_before_jax_loads_and_then_enables_the_cpu_paths():
+    """Importing `cmrcx.cli.startup` loads no JAX (the restart comes first); `start()`
+    then installs the unrolled threefry lowering (`cmrcx.cpu.enable`)."""
+    script = (
+        "import sys\n"
+        "from cmrcx.cli import startup\n"
+        "assert 'jax' not in sys.modules, 'jax loaded before the restart'\n"
+        "startup.start()\n"
+        "import jax\n"
+        "text = jax.jit(lambda k: jax.random.bits(k, (8,))).lower(jax.random.key(0)).as_text()\n"
+        "print('loop' if 'while' in text else 'unrolled')\n"
+    )
+    environ = {**os.environ, hugepages.SWITCH: "0", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environ, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["unrolled"]

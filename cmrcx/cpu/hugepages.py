@@ -12,7 +12,8 @@ no mmap, no trim) removed the faults too, but fragmented the heap to twice the s
 memory, so it is not used.
 
 glibc reads GLIBC_TUNABLES once, when the process starts, so ``python -m cmrcx.train``
-(and ``eval``, ``generate``) re-execute themselves with it set, before importing JAX
+(and ``eval``, ``generate``, ``check_reproduction``: ``cmrcx.cli.startup.start``)
+re-execute themselves with it set, before importing JAX
 or TensorFlow: the same pid, interpreter, flags and arguments, the tunable appended to
 any the user set. Nothing changes where it cannot help: not Linux with glibc,
 transparent huge pages ``never``, a ``glibc.malloc.hugetlb`` value already set (the

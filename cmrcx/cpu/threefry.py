@@ -6,9 +6,10 @@ dropout mask of a training step costs five passes over uint32 arrays of the mask
 in memory (attention dropout in BERT-base, batch 2 x 512: 12 layers x 25 MB each, with
 a dozen fusions and copies per layer); unrolled, the hash and the comparison that makes
 the mask are one elementwise fusion. `install()` registers the unrolled lowering for
-CPU. The hash is the same function (Salmon et al. 2011, Threefry-2x32 with 20 rounds,
-as `jax._src.random.threefry2x32`), so the bits, and every dropout mask, are identical;
-tests/training/test_cpu_threefry.py checks the Random123 known-answer vectors.
+CPU; the process start-up calls it (`cmrcx.cpu.enable`), the trainer does not. The hash
+is the same function (Salmon et al. 2011, Threefry-2x32 with 20 rounds, as
+`jax._src.random.threefry2x32`), so the bits, and every dropout mask, are identical;
+tests/cpu/test_threefry.py checks the Random123 known-answer vectors.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cmrcx.models import common
+from cmrcx.cpu import inference as cpu_inference
 from cmrcx.models.bert import ACTIVATIONS, BertConfig, BertLayer
 
 
@@ -18,7 +18,7 @@ def test_the_values_are_the_activation_s_bit_for_bit(name):
     x = jax.random.normal(jax.random.key(0), (64, 96)) * 6
     x = x.at[0, :4].set(jnp.array([jnp.nan, jnp.inf, -jnp.inf, -0.0]))
     plain = jax.jit(activation)(x)
-    apart = jax.jit(functools.partial(common.activation_apart, activation))(x)
+    apart = jax.jit(functools.partial(cpu_inference.activation_apart, activation))(x)
     np.testing.assert_array_equal(np.asarray(apart), np.asarray(plain))  # NaN where NaN
 
 
@@ -34,7 +34,7 @@ def test_a_bert_base_layer_computes_the_gelu_in_one_fusion():
     params = jax.eval_shape(layer.init, jax.random.key(0), hidden, bias)
 
     def loop_fusions_of_the_intermediate_shape(enabled):
-        with common.cpu_inference(enabled):
+        with cpu_inference.one_cpu_inference(enabled):
             text = jax.jit(layer.apply).lower(params, hidden, bias).compile().as_text()
         entry = text[text.index("ENTRY") :].splitlines()
         shape = f"f32[{batch},{length},{intermediate}]"
@@ -51,23 +51,23 @@ def test_a_bert_base_layer_computes_the_gelu_in_one_fusion():
 
 
 def test_the_layer_applies_it_only_in_inference_where_the_trainer_turns_it_on(monkeypatch):
-    """Off by default; with `cpu_inference(True)` only the deterministic layer takes it."""
+    """Off by default; with `one_cpu_inference(True)` only the deterministic layer takes it."""
     config = BertConfig(
         hidden_size=32, num_heads=4, intermediate_size=64, hidden_dropout=0.0, attention_dropout=0.0
     )
     hidden = jax.random.normal(jax.random.key(0), (2, 6, 32))
     bias = jnp.zeros((2, 1, 1, 6))
     params = BertLayer(config).init(jax.random.key(1), hidden, bias)
-    calls = []
+    calls, activation_apart = [], cpu_inference.activation_apart
 
     def counted(activation, x):
         calls.append(x.shape)
-        return common.activation_apart(activation, x)
+        return activation_apart(activation, x)
 
-    monkeypatch.setattr("cmrcx.models.bert.activation_apart", counted)
+    monkeypatch.setattr("cmrcx.cpu.inference.activation_apart", counted)
     default = BertLayer(config, deterministic=True).apply(params, hidden, bias)
     assert calls == []
-    with common.cpu_inference(True):
+    with cpu_inference.one_cpu_inference(True):
         inference = BertLayer(config, deterministic=True).apply(params, hidden, bias)
         assert calls == [(2, 6, 64)]
         BertLayer(config, deterministic=False).apply(
