@@ -157,10 +157,10 @@ class T5ForConditionalGeneration(nn.Module):
     def init_cache(self, encoder_hidden, max_length: int):
         """Decoding cache for `decode_step`, three lists of one entry per decoder layer:
         "self" {"key", "value"} zeros, "cross" the same, the cross-attention keys/values
-        of encoder_hidden [batch, source, d_model], and "layers" the layer's parameters,
-        all computed once here (what every step reads). Keys [batch, heads, d_kv,
-        max_length or source], values [batch, heads, max_length or source, d_kv]
-        (`cache_layout`).
+        of encoder_hidden [batch, source, d_model], and "layers" the layer's parameters
+        (`cmrcx.cpu.decode`), all computed once here (what every step reads). Keys
+        [batch, heads, d_kv, max_length or source], values [batch, heads, max_length or
+        source, d_kv] (`cache_layout`).
         """
         cfg = self.config
         stacked, layers = self.decoder(None, None, encoder_hidden, mode="cross_cache")

@@ -5,18 +5,20 @@ stack. The whole model (its LM head, teacher forcing, incremental decoding) is
 
 Each stack's layers are one scanned module, `layers`, whose parameters carry a leading
 [num_layers] axis; the decoder's `step` mode runs them unrolled, one token against a
-key/value cache of one entry per layer.
+key/value cache of one entry per layer, over per-layer weight slices (`cmrcx.cpu.decode`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from cmrcx.cpu import decode as cpu_decode
 from cmrcx.models import attention
 from cmrcx.models.common import (
     check_compute_options,
@@ -375,7 +377,8 @@ class T5Stack(nn.Module):
         encoder_hidden: [batch, source, d_model] and cross_mask: bool [batch, 1, 1, source]
         (decoder only). Decoder modes (see `T5Block`): "cross_cache" returns the stacked
         cross-attention {"key", "value"} [layers, batch, source, heads, d_kv] of
-        encoder_hidden (other inputs unused) and `layer_params`; "step" takes one token
+        encoder_hidden (other inputs unused) and the blocks' weight slices, one tree per
+        layer (`cmrcx.cpu.decode.layer_slices`); "step" takes one token
         [batch, 1, d_model] at position `index` (int32 []), the cache of
         `T5ForConditionalGeneration.init_cache` (self_mask unused) and returns (states
         [batch, 1, d_model], updated cache).
@@ -385,15 +388,25 @@ class T5Stack(nn.Module):
             _, cross = _stacked_blocks(cfg, True, True, mode)(
                 jnp.zeros(()), None, None, encoder_hidden, None
             )
-            return cross, self.layer_params()
+            layers = self.variables["params"]["layers"]
+            return cross, cpu_decode.layer_slices(layers, cfg.num_decoder_layers)
         bias = RelativePositionBias(cfg, not self.is_decoder, name="relative_attention_bias")
         if mode == "step":
             # The new token (query at `index`) against every cache slot; later slots masked.
             key_positions = jnp.arange(cache["self"][0]["key"].shape[-1])
             position_bias = bias(jnp.reshape(index, [1]), key_positions)
             self_mask = (key_positions <= index)[None, None, None, :]
-            hidden, self_cache = self._step_layers(
-                embedded, position_bias, self_mask, cross_mask, cache, index
+            # The blocks unrolled over the cache's weight slices (cmrcx.cpu.decode).
+            hidden, self_cache = cpu_decode.unrolled_layers(
+                functools.partial(T5Block, cfg, is_decoder=True, mode="step"),
+                cache["layers"],
+                embedded,
+                {"self_cache": cache["self"], "cross_cache": cache["cross"]},
+                position_bias=position_bias,
+                self_mask=self_mask,
+                encoder_hidden=None,
+                cross_mask=cross_mask,
+                index=index,
             )
             hidden = T5LayerNorm(cfg, name="final_layer_norm")(hidden)
             return hidden, {**cache, "self": self_cache}
@@ -406,25 +419,3 @@ class T5Stack(nn.Module):
         )
         hidden = T5LayerNorm(cfg, name="final_layer_norm")(hidden)
         return nn.Dropout(cfg.dropout_rate)(hidden, deterministic=deterministic)
-
-    def layer_params(self) -> list:
-        """The scanned blocks' parameters as one tree per layer (slices of `layers`)."""
-        cfg = self.config
-        layers = nn.meta.unbox(self.variables["params"]["layers"])  # [layers, ...] leaves
-        count = cfg.num_decoder_layers if self.is_decoder else cfg.num_layers
-        return [jax.tree.map(lambda x, i=i: x[i], layers) for i in range(count)]
-
-    def _step_layers(self, hidden, position_bias, self_mask, cross_mask, cache, index):
-        """The decoder's blocks on one token, unrolled: block i reads the cache's layer i
-        (its parameters, self and cross entries). A scan would slice every weight and
-        both caches at every step and restack the self cache; here every step reads
-        the buffers `init_cache` made and updates its self cache in place."""
-        block = T5Block(self.config, is_decoder=True, mode="step", parent=None)
-        self_cache = []
-        for params, own, cross in zip(cache["layers"], cache["self"], cache["cross"], strict=True):
-            hidden, own = block.apply(
-                {"params": params}, hidden, position_bias, self_mask, None, cross_mask,
-                own, cross, index,
-            )  # fmt: skip
-            self_cache.append(own)
-        return hidden, self_cache
