@@ -183,6 +183,16 @@ def parse_flags(
     )
     for name, kwargs in extra:
         parser.add_argument(name, **kwargs)
+    gin_bindings, rest = split_gin_flags(argv)
+    args = parser.parse_args(rest)
+    args.gin_bindings = list(args.gin_bindings) + gin_bindings
+    if need_gin_file and not args.gin_file:
+        parser.error("give at least one --gin_file (e.g. --gin_file=cmrc2019_tiny.gin)")
+    return args
+
+
+def split_gin_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(bindings, other args): each --gin.KEY=VALUE as the binding "KEY = VALUE"."""
     gin_bindings, rest = [], []
     for arg in argv:
         if arg.startswith("--gin.") and "=" in arg:
@@ -190,11 +200,7 @@ def parse_flags(
             gin_bindings.append(f"{key} = {value}")
         else:
             rest.append(arg)
-    args = parser.parse_args(rest)
-    args.gin_bindings = list(args.gin_bindings) + gin_bindings
-    if need_gin_file and not args.gin_file:
-        parser.error("give at least one --gin_file (e.g. --gin_file=cmrc2019_tiny.gin)")
-    return args
+    return gin_bindings, rest
 
 
 def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:

@@ -18,9 +18,11 @@ import pytest
 from test_sentencepiece_vocab import train_sample_model
 
 from cmrcx import convert, generate
+from cmrcx.cli import generation as generation_cli
 from cmrcx.cli import launch
 from cmrcx.models import decoding
 from cmrcx.models.t5 import T5DecodeModel
+from cmrcx.training import generation
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.weights import exports
 
@@ -162,7 +164,7 @@ def test_text_lines_are_cut_and_end_with_one_eos(export, tmp_path):
     vocab = T5SentencePieceVocabulary(f"{export}/spiece.model")
     path = tmp_path / "inputs.txt"
     path.write_text("  结尾</s>\r\n" + "老木匠" * 20 + "\n[7, 8]\n", encoding="utf-8")
-    inputs = generate.read_inputs(str(path), vocab, TINY["vocab_size"], 6)
+    inputs = generation.read_inputs(str(path), vocab, TINY["vocab_size"], 6)
     ending, long, ids = (source for _, source in inputs)
     assert [written for written, _ in inputs] == ["结尾</s>", "老木匠" * 20, [7, 8]]
     # A written "</s>" is the EOS: no second one (T5Tokenizer's rule).
@@ -173,10 +175,10 @@ def test_text_lines_are_cut_and_end_with_one_eos(export, tmp_path):
 
 
 def test_buckets_are_powers_of_two_up_to_the_maximum():
-    assert generate.bucket_length(17, 512) == 32
-    assert generate.bucket_length(17, 20) == 20
-    assert generate.bucket_length(1, 512) == 1
-    ids, mask = generate.padded_batch([[5, 6, 1]], 2, 512, 0)
+    assert generation.bucket_length(17, 512) == 32
+    assert generation.bucket_length(17, 20) == 20
+    assert generation.bucket_length(1, 512) == 1
+    ids, mask = generation.padded_batch([[5, 6, 1]], 2, 512, 0)
     assert ids.shape == (2, 4) and mask.tolist() == [[1, 1, 1, 0], [1, 0, 0, 0]]
 
 
@@ -198,7 +200,7 @@ def test_beam_equals_decoding_beam_search(export, input_file, tmp_path):
 
 def test_lot_gin_file_and_flags_over_it(export, input_file, tmp_path):
     launch.parse_gin(["runs/lot_generation.gin"], [])
-    lot = generate.GenerationConfig()
+    lot = generation_cli.GenerationConfig()
     assert (lot.decoding, lot.top_k, lot.temperature) == ("sample", 40, 0.7)
     assert (lot.max_input_length, lot.max_new_tokens) == (512, 511)
     assert lot.decoder_start_token_id == 1  # gen.py's generate(decoder_start_token_id=1)
@@ -208,7 +210,7 @@ def test_lot_gin_file_and_flags_over_it(export, input_file, tmp_path):
         export, input_file, tmp_path, "--gin_file=runs/lot_generation.gin",
         "--gin.GenerationConfig.top_k=7", "--decoding=greedy",
     )  # fmt: skip
-    assert generate.GenerationConfig().top_k == 7
+    assert generation_cli.GenerationConfig().top_k == 7
     assert [r["ids"] for r in records] == reference(export, decoding.greedy, start=1)
 
 

@@ -9,7 +9,7 @@ What runs (each part in its own child of tools/bench.py, pinned as harness.py sa
   file; a random-init model of --model_gin's geometry (LongLM-small) written twice from
   the same parameters, as a cmrcx export (what `cmrcx.convert` makes) and as a
   HuggingFace directory (`cmrcx.weights.t5.write_hf_dir`); and the records' input ids,
-  built and tokenized by `cmrcx.generate.read_lot_records` (the authors' input
+  built and tokenized by `cmrcx.training.generation.read_lot_records` (the authors' input
   ``TITLE#p1#...#p8<extra_id_1>``, then EOS) with the --spiece vocabulary (default the
   bundled tiny one, `cmrcx/data/longlm_tiny`; any LongLM-style spiece.model works).
 - cmrcx: `cmrcx.generate`'s LOT-file path: its flags parsed with runs/lot_generation.gin
@@ -104,18 +104,19 @@ def prepare(args) -> dict:
     import jax
     import numpy as np
 
-    from cmrcx import generate
+    from cmrcx.cli import generation as generation_cli
     from cmrcx.cli import launch
     from cmrcx.models import registry
+    from cmrcx.training import generation as generate
     from cmrcx.weights import exports
     from cmrcx.weights import t5 as t5_weights
 
     work = Path(args.workdir)
     records = synthetic_records(args.outlines, args.seed)
     write_records(work / RECORDS_FILE, records)
-    launch.parse_gin([args.model_gin, generate.LOT_GIN_FILE], [])
+    launch.parse_gin([args.model_gin, generation_cli.LOT_GIN_FILE], [])
     config = gin.get_configurable("cmrcx.T5Config")()
-    max_input_length = generate.GenerationConfig().max_input_length
+    max_input_length = generation_cli.GenerationConfig().max_input_length
     params = jax.device_get(init_params(config, args.seed))
     family = registry.family_of(config).name
     exports.export_params(str(work / EXPORT_DIR), {family: params}, config)
@@ -199,15 +200,16 @@ def cmrcx_setup(args):
     them for prepare's OutGen file at --batch and --new_tokens; EOS disabled."""
     import dataclasses
 
-    from cmrcx import generate
+    from cmrcx.cli import generation as generation_cli
     from cmrcx.cli import launch
+    from cmrcx.training import generation as generate
 
     work = Path(args.workdir)
     export, records = str(work / EXPORT_DIR), str(work / RECORDS_FILE)
     flags = ["--checkpoint", export, "--input", records, "--output", os.devnull,
-             "--gin_file", generate.LOT_GIN_FILE, "--max_new_tokens", str(args.new_tokens),
+             "--gin_file", generation_cli.LOT_GIN_FILE, "--max_new_tokens", str(args.new_tokens),
              "--batch_size", str(args.batch), "--seed", str(args.seed)]  # fmt: skip
-    generation = generate.generation_config(generate.parse_flags(flags))
+    generation = generation_cli.generation_config(generation_cli.parse_flags(flags))
     config, params, spiece = generate.load_export(export)
     generation = generation.checked(config.vocab_size)
     launch.prepare_process()
@@ -225,7 +227,7 @@ def cmrcx_worker(args) -> dict:
     """Warm-up (one batch per bucket, compiling it), then `generations` over every input."""
     import jax
 
-    from cmrcx import generate
+    from cmrcx.training import generation as generate
 
     generation, config, params, vocab, inputs = cmrcx_setup(args)
     params = jax.device_put(params)  # once, outside the timing
