@@ -9,6 +9,7 @@ import pytest
 
 from cmrcx import inspect
 from cmrcx.cli import launch
+from cmrcx.training import inspection
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_example_json_trims_with_the_mask():
         "context_id": b"DEV_1",
         "label": np.int32(1),
     }
-    got = inspect.example_json(example, {})
+    got = inspection.example_json(example, {})
     assert got == {
         "input_ids": [2, 5, 3],
         "input_mask": [1, 1, 1],
@@ -97,7 +98,7 @@ def test_example_json_trims_with_the_mask():
         "context_id": "DEV_1",
         "label": 1,
     }
-    assert inspect.example_json(example, {}, trim=False)["input_ids"] == [2, 5, 3, 0, 0]
+    assert inspection.example_json(example, {}, trim=False)["input_ids"] == [2, 5, 3, 0, 0]
 
 
 def test_each_feature_is_cut_by_its_own_mask():
@@ -107,7 +108,7 @@ def test_each_feature_is_cut_by_its_own_mask():
         "inputs_mask": np.array([1, 1, 1, 0], np.int32),
         "targets_mask": np.array([1, 1, 0, 0], np.int32),
     }
-    assert inspect.mask_lengths(example) == {
+    assert inspection.mask_lengths(example) == {
         "inputs": 3,
         "inputs_mask": 3,
         "targets": 2,
@@ -160,7 +161,7 @@ def test_readable_example_cuts_long_lists_and_shows_choices():
         "context_id": "DEV_1",
         "layout": "⟨context⟩ x ⟨0*⟩",
     }
-    assert inspect.readable_example(line, 3, "clue_c311_tiny, validation").splitlines() == [
+    assert inspection.readable_example(line, 3, "clue_c311_tiny, validation").splitlines() == [
         "example 3 (clue_c311_tiny, validation)",
         "  input_ids (2 choices):",
         "    0: [CLS] a [SEP]",
