@@ -35,48 +35,12 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Sequence
 
-from cmrcx.benchmarks.cmrc2019.official_format import PASSAGE_REWRITES
-
-if TYPE_CHECKING:
-    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-    from cmrcx.vocab.wordpiece import WordPieceVocabulary
-
-    Vocabulary = WordPieceVocabulary | T5SentencePieceVocabulary
-
-SENTENCEPIECE_SUFFIX = ".model"
-
-
-def _batches(lines: TextIO, size: int) -> Iterator[list[str]]:
-    """Lines without their line break, `size` at a time (fewer at the end)."""
-    batch: list[str] = []
-    for line in lines:
-        batch.append(line.rstrip("\n").rstrip("\r"))
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _tokenize_lines(
-    vocab: Vocabulary, lines: list[str], *, pieces: bool, cmrc2019_passage: bool
-) -> list[list[int]] | list[list[str]]:
-    """One list of ids (or token strings) per line, from one call of the TF op."""
-    import tensorflow as tf  # here, so --help and a missing file answer at once
-
-    text = tf.constant(lines)
-    for pattern, rewrite in PASSAGE_REWRITES if cmrc2019_passage else ():
-        text = tf.strings.regex_replace(text, pattern, rewrite)
-    rows = vocab.encode_tf(text).to_list()
-    if pieces:
-        return [[vocab.tokens[i] for i in ids] for ids in rows]
-    return rows
+from cmrcx.common import quiet_start
+from cmrcx.vocab import line_tokenizer
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -87,8 +51,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--vocab",
         required=True,
-        help=f"SentencePiece *{SENTENCEPIECE_SUFFIX} (LongLM, mT5: 100 sentinels) "
-        "or BERT vocab.txt (WordPiece, one token per line)",
+        help=f"SentencePiece *{line_tokenizer.SENTENCEPIECE_SUFFIX} (LongLM, mT5: 100 "
+        "sentinels) or BERT vocab.txt (WordPiece, one token per line)",
     )
     parser.add_argument("--pieces", action="store_true", help="print token strings, not ids")
     parser.add_argument(
@@ -109,21 +73,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch_size must be at least 1, got {args.batch_size}")
-    if args.vocab.endswith(SENTENCEPIECE_SUFFIX):
+    if args.vocab.endswith(line_tokenizer.SENTENCEPIECE_SUFFIX):
         for flag in ("no_lower_case", "cmrc2019_passage"):
             if getattr(args, flag):
                 parser.error(f"--{flag} is for WordPiece vocab.txt files, not {args.vocab}")
     return args
-
-
-def _load_vocabulary(args: argparse.Namespace) -> Vocabulary:
-    """The vocabulary the file's name says: SentencePiece for *.model, else WordPiece."""
-    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-    from cmrcx.vocab.wordpiece import WordPieceVocabulary
-
-    if args.vocab.endswith(SENTENCEPIECE_SUFFIX):
-        return T5SentencePieceVocabulary(args.vocab)
-    return WordPieceVocabulary(args.vocab, lower_case=not args.no_lower_case)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,11 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: vocabulary file not found: {args.vocab}", file=sys.stderr)
         return 2
     # Before the vocabulary loads TensorFlow: its start-up chatter would bury the answers.
-    from cmrcx.common import quiet_start
-
     quiet_start.import_tensorflow()
     try:
-        vocab = _load_vocabulary(args)
+        vocab = line_tokenizer.load_vocabulary(args.vocab, lower_case=not args.no_lower_case)
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -145,11 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=True)
     size = args.batch_size or (1 if sys.stdin.isatty() else 512)
     try:
-        for batch in _batches(stdin, size):
-            rows = _tokenize_lines(
-                vocab, batch, pieces=args.pieces, cmrc2019_passage=args.cmrc2019_passage
-            )
-            stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        line_tokenizer.write_token_rows(
+            vocab, stdin, stdout, size, pieces=args.pieces, cmrc2019_passage=args.cmrc2019_passage
+        )
     except UnicodeDecodeError as e:
         print(f"error: stdin is not UTF-8 text: {e}", file=sys.stderr)
         return 2

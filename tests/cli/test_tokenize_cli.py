@@ -16,6 +16,7 @@ from support import REPO_ROOT
 
 from cmrcx import tokenize as tokenize_cli
 from cmrcx.tasks.cmrc2019 import tokenize_passage
+from cmrcx.vocab import line_tokenizer
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
@@ -143,7 +144,7 @@ def test_blank_rewrite_is_the_pipelines(vocab: WordPieceVocabulary) -> None:
     example = {"context": context, "choices": ["他了", "了"]}
     dataset = tokenize_passage(tf.data.Dataset.from_tensors(example), vocab, 8)
     passage_ids = next(dataset.as_numpy_iterator())["passage_ids"].tolist()
-    cli = tokenize_cli._tokenize_lines(vocab, [context], pieces=False, cmrc2019_passage=True)
+    cli = line_tokenizer.tokenize_lines(vocab, [context], pieces=False, cmrc2019_passage=True)
     assert cli == [passage_ids]
 
 
