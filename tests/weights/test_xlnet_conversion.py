@@ -27,7 +27,7 @@ from safetensors.numpy import load_file  # noqa: E402
 from cmrcx import convert  # noqa: E402
 from cmrcx.models import registry  # noqa: E402
 from cmrcx.models.xlnet import XLNetConfig, XLNetEncoder  # noqa: E402
-from cmrcx.weights import exports  # noqa: E402
+from cmrcx.weights import conversion, exports  # noqa: E402
 from cmrcx.weights import xlnet as xlnet_weights  # noqa: E402
 
 # Odd sizes, so a transposed or mis-split axis cannot line up by accident.
@@ -75,7 +75,7 @@ def converted(model, tmp_path, name="hf"):
     source, out = tmp_path / name, tmp_path / f"{name}_export"
     model.save_pretrained(source)
     (source / "spiece.model").write_bytes(b"")  # a file to copy; not read here
-    convert.convert(registry.family("xlnet"), str(source), str(out))
+    conversion.convert(registry.family("xlnet"), str(source), str(out))
     return exports.read_network(str(out))
 
 
