@@ -20,13 +20,14 @@ import pytest
 import seqio
 
 from cmrcx.benchmarks.lot import formats, paper, scoring
+from cmrcx.benchmarks.lot import tables as lot_tables
 from cmrcx.cli import launch
 from cmrcx.common.paths import package_path
 from cmrcx.tasks.lot import generation as generation_tasks
 from cmrcx.tasks.lot import mixture as mixture_tasks
 from cmrcx.tasks.lot.pretraining import Decoding
-from cmrcx.training import input_pipeline, lot_tables, mixture_eval
-from cmrcx.training.run_config import RunConfig, read_run_config
+from cmrcx.training import input_pipeline, mixture_eval
+from cmrcx.training.run_config import RunConfig
 from cmrcx.training.run_tasks import lot_mixture as lot_mixture_run_tasks
 from cmrcx.training.runner import Runner
 
@@ -165,7 +166,7 @@ def test_metrics_are_cmrcx_score_of_the_written_files(small_run):
 
 
 def test_mixture_eval_fills_both_tables_from_the_one_run(small_run, capsys):
-    """`--mixture=lot`'s tables (`lot_tables.evaluate_lot`) with the run found under the
+    """`--mixture=lot`'s tables (`lot_tables.evaluate`) with the run found under the
     runs root; its evaluation is the fixture's (the CLI evaluating for real is the slow
     test), so nothing compiles again."""
     evaluated = []
@@ -175,9 +176,8 @@ def test_mixture_eval_fills_both_tables_from_the_one_run(small_run, capsys):
         return 0, small_run.results[split]
 
     runs_root = str(small_run.tmp / "runs")
-    summary = lot_tables.evaluate_lot(
-        runs_root, "validation", mixture_eval._find_run, evaluate_run, read_run_config
-    )
+    runs = mixture_eval.RunsUnder(runs_root, evaluate_run)
+    summary = lot_tables.evaluate(runs, "validation")
     assert evaluated == [("lot", small_run.run.model_dir, "validation")]  # once, all four
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -194,9 +194,7 @@ def test_mixture_eval_fills_both_tables_from_the_one_run(small_run, capsys):
     with open(f"{runs_root}/lot_validation_results.json", encoding="utf-8") as f:
         assert json.load(f)["runs"]["lot_outgen"]["task"] == "lot"
     # The test split: no answers, but every task's prediction file: all four filled.
-    summary = lot_tables.evaluate_lot(
-        runs_root, "test", mixture_eval._find_run, evaluate_run, read_run_config
-    )
+    summary = lot_tables.evaluate(runs, "test")
     assert summary["missing"] == [] and summary["metrics"] == {}
 
 
@@ -210,12 +208,11 @@ def test_without_the_one_run_the_per_task_runs_fill_their_columns(tmp_path, caps
     def evaluate_run(run, split):
         return 7, scores[run.task]
 
-    def read_config(run_dir):
-        return RunConfig(task=run_dir.rsplit("/", 1)[1])
+    class Runs(mixture_eval.RunsUnder):
+        def read(self, run_dir):
+            return RunConfig(task=run_dir.rsplit("/", 1)[1], model_dir=run_dir)
 
-    summary = lot_tables.evaluate_lot(
-        str(tmp_path), "validation", mixture_eval._find_run, evaluate_run, read_config
-    )
+    summary = lot_tables.evaluate(Runs(str(tmp_path), evaluate_run), "validation")
     out = capsys.readouterr().out
     assert f"columns lot_clozet: run lot_clozet ({tmp_path}/lot_clozet, step 7)" in out
     assert f"columns lot_senpos: run lot_senpos ({tmp_path}/lot_senpos, step 7)" in out

@@ -137,7 +137,7 @@ def test_inspect_shows_the_layout_with_the_pointer_positions(run_cli, tmp_path):
 
 def test_the_overall_score_of_a_paper_row_from_its_metrics():
     """`cmrcx.eval --mixture=lot`'s table: fractions in, the paper's % and Overall out."""
-    from cmrcx.training import lot_tables
+    from cmrcx.benchmarks.lot import tables as lot_tables
 
     bert = paper.row(paper.TABLE_10, "validation", "BERT-base")
     metrics = {"lot_clozet": {"accuracy": bert.scores[0] / 100},

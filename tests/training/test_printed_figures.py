@@ -52,7 +52,7 @@ def test_cmrc2019_prints_qac_and_pac_as_percentages():
 
 
 def test_the_lot_tables_print_the_organisers_score_as_a_percentage():
-    from cmrcx.training import lot_tables
+    from cmrcx.benchmarks.lot import tables as lot_tables
 
     summary = {"split": "validation", "tables": {}, "organisers_outgen": 0.31234}
     assert lot_tables.format_tables(summary).splitlines()[-1] == (

@@ -241,8 +241,8 @@ class LotMixtureRunTask(RunTask):
         return {name: "max" for name in names}
 
     def results_table(self, results: dict[str, float], split: str) -> str:
-        """Tables 10 and 11 of this one model (`cmrcx.training.lot_tables`)."""
-        from cmrcx.training import lot_tables
+        """Tables 10 and 11 of this one model (`cmrcx.benchmarks.lot.tables`)."""
+        from cmrcx.benchmarks.lot import tables as lot_tables
 
         summary = lot_tables.summarize(lot_tables.metrics_by_task(results), split)
         return lot_tables.format_tables(summary)

@@ -28,7 +28,6 @@ there, printed x 100 as every figure is; LongLM-small baseline). Table 11's D-n 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -50,42 +49,34 @@ _TABLES = (
 )
 
 
-def evaluate_lot(runs_root: str, split: str, find_run, evaluate_run, read_run_config) -> dict:
-    """Evaluates every LOT run under runs_root; prints the tables; returns the results.
+def evaluate(runs, split: str, diagnostics_dir: str | None = None) -> dict:
+    """Evaluates every LOT run under runs.root; prints the tables; returns the results.
 
-    find_run, evaluate_run, read_run_config: `cmrcx.training.mixture_eval`'s (the run of a
-    task under runs_root, a run's evaluation of a split, its run_config.json).
+    runs: the runs under `--runs_root` (`cmrcx.training.tables.Runs`: a task's run, its
+    configuration, its evaluation of a split). diagnostics_dir: CLUE's; unused.
     """
-    mixture = find_run(runs_root, (MIXTURE_RUN,))
+    mixture = runs.find((MIXTURE_RUN,))
     if mixture is not None:
-        summary = _evaluate_mixture_run(mixture[1], split, evaluate_run, read_run_config)
-        return _finish(summary, runs_root, split)
+        summary = _evaluate_mixture_run(mixture[1], split, runs)
+        return _finish(summary, runs.root, split)
     metrics: dict[str, dict[str, float]] = {}
-    runs = {}
-    missing = []
-    for task, candidates in RUNS.items():
-        found = find_run(runs_root, candidates)
-        if found is None:
-            missing.append(task)
-            continue
-        name, run_dir = found
-        run = dataclasses.replace(read_run_config(run_dir), model_dir=run_dir)
-        print(f"--- {task}: {name} ({run_dir})", flush=True)
-        step, results = evaluate_run(run, split)
+    filled = {}
+    found, missing = runs.evaluate_columns(RUNS.items(), split)
+    for task, name, run, step, results in found:
         metrics[task] = results
-        runs[task] = {"task": name, "run_dir": run_dir, "step": step}
-        runs[task]["paper_model"] = run.paper_model
+        filled[task] = {"task": name, "run_dir": run.model_dir, "step": step}
+        filled[task]["paper_model"] = run.paper_model
     summary = summarize(metrics, split)
-    summary.update({"runs": runs, "missing": missing, "metrics": metrics})
-    return _finish(summary, runs_root, split)
+    summary.update({"runs": filled, "missing": missing, "metrics": metrics})
+    return _finish(summary, runs.root, split)
 
 
-def _evaluate_mixture_run(run_dir: str, split: str, evaluate_run, read_run_config) -> dict:
+def _evaluate_mixture_run(run_dir: str, split: str, runs) -> dict:
     """The one run of the `lot` mixture, evaluated once, filling every column group it
     has metrics (or, for a split without answers, a prediction file) for."""
-    run = dataclasses.replace(read_run_config(run_dir), model_dir=run_dir)
+    run = runs.read(run_dir)
     print(f"--- {', '.join(RUNS)}: {MIXTURE_RUN}, one model for all four ({run_dir})", flush=True)
-    step, results = evaluate_run(run, split)
+    step, results = runs.evaluate(run, split)
     metrics = metrics_by_task(results)
     written = {
         task

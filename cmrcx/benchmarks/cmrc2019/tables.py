@@ -14,29 +14,26 @@ figures.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
 from cmrcx.benchmarks.cmrc2019 import paper
 from cmrcx.common import errors
 from cmrcx.common.files import write_atomically
-from cmrcx.training.run_config import RUN_CONFIG_FILE
 
 
-def evaluate_cmrc2019(runs_root: str, split: str, evaluate_run, read_run_config) -> dict:
-    """Evaluates every CMRC 2019 run under runs_root; prints Table 3's rows; returns the
-    results. evaluate_run, read_run_config: `cmrcx.training.mixture_eval`'s."""
+def evaluate(runs, split: str, diagnostics_dir: str | None = None) -> dict:
+    """Evaluates every CMRC 2019 run under runs.root; prints Table 3's rows; returns the
+    results. runs: the runs under `--runs_root` (`cmrcx.training.tables.Runs`: every run
+    folder, its configuration, its evaluation of a split). diagnostics_dir: CLUE's; unused."""
     rows = []
-    for name in sorted(os.listdir(runs_root)):
-        run_dir = os.path.join(runs_root, name)
-        if not os.path.isfile(os.path.join(run_dir, RUN_CONFIG_FILE)):
-            continue
-        run = dataclasses.replace(read_run_config(run_dir), model_dir=run_dir)
+    runs_root = runs.root
+    for name, run_dir in runs.every():
+        run = runs.read(run_dir)
         if run.task != "cmrc2019":
             continue
         print(f"--- {name}: cmrc2019, {run.paper_model or 'no paper_model'} ({run_dir})")
-        step, metrics = evaluate_run(run, split)
+        step, metrics = runs.evaluate(run, split)
         rows.append(
             {
                 "run": name,
