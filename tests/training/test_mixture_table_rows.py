@@ -188,3 +188,15 @@ def test_cmrc2019_table_3_rows_of_the_six_paper_gins(tmp_path, monkeypatch, caps
     assert saved["runs"][0]["metrics"] == metrics
     with pytest.raises(errors.ConfigError, match="no CMRC 2019 run under"):
         mixture_eval.evaluate_mixture("cmrc2019", str(tmp_path / "other"), "validation")
+
+
+def test_the_mixtures_are_the_registered_paper_tables(tmp_path):
+    """`--mixture` names a table of the registry (`cmrcx.training.tables`), in its order."""
+    from cmrcx.training import tables
+
+    assert list(tables.TABLES) == ["clue", "clue_classification", "lot", "cmrc2019"]
+    message = "--mixture 'squad': use one of clue, clue_classification, lot, cmrc2019"
+    with pytest.raises(errors.ConfigError, match=re.escape(message)):
+        mixture_eval.evaluate_mixture("squad", str(tmp_path))
+    with pytest.raises(ValueError, match="registered twice"):
+        tables.register_table("lot", tables.TABLES["cmrc2019"])
