@@ -45,6 +45,19 @@ def test_rows_and_blocks_read_back(tmp_path):
     assert other.directory(name, "train") != store.directory(name, "train")
 
 
+def test_gathered_rows_are_the_batchs_own_and_an_index_past_the_end_is_named(tmp_path):
+    """`rows` gathers from the mapped file into a new array (writable, not the file's);
+    an index the store does not hold names the file and the record, as a short read does."""
+    store = prepared_examples.PreparedStore(str(tmp_path), "fingerprint")
+    split = store.split(_register("prepared_examples_rows_test"), "train")
+    rows = split.rows(np.array([9, 0]), ["ids"])["ids"]
+    rows[:] = -1  # the batch's own memory
+    np.testing.assert_array_equal(split.rows([9, 0], ["ids"])["ids"], [[27, 28, 29], [0, 1, 2]])
+    assert split.rows([], ["ids"])["ids"].shape == (0, 3)
+    with pytest.raises(ValueError, match=r"ids\.bin: record 10 of feature 'ids' is 0 of its"):
+        split.rows([3, 10, 12], ["ids"])
+
+
 def test_another_version_of_a_text_library_makes_another_store(tmp_path, monkeypatch):
     store = prepared_examples.PreparedStore(str(tmp_path), "fingerprint")
     versions = prepared_examples.library_versions()
