@@ -74,15 +74,22 @@ def training_indices(
     epochs, offsets = np.divmod(positions, count)
     if not shuffle:
         return offsets
+    if len(epochs) and epochs.min() == epochs.max():  # a batch inside one epoch: most
+        return _permutation(seed, int(epochs[0]), count, cache)[offsets]
     out = np.empty_like(positions)
     for epoch in np.unique(epochs):
-        if epoch not in cache:
-            for old in [e for e in cache if e < epoch]:
-                del cache[old]
-            cache[epoch] = epoch_permutation(seed, int(epoch), count)
         here = epochs == epoch
-        out[here] = cache[epoch][offsets[here]]
+        out[here] = _permutation(seed, int(epoch), count, cache)[offsets[here]]
     return out
+
+
+def _permutation(seed: int, epoch: int, count: int, cache: dict) -> np.ndarray:
+    """`epoch_permutation`, kept in `cache` (the earlier epochs' dropped)."""
+    if epoch not in cache:
+        for old in [e for e in cache if e < epoch]:
+            del cache[old]
+        cache[epoch] = epoch_permutation(seed, epoch, count)
+    return cache[epoch]
 
 
 def host_shard(batch_sharding: jax.sharding.Sharding, batch_size: int) -> seqio.ShardInfo:

@@ -100,10 +100,11 @@ class PreparedSplit:
     def rows(self, indices: Sequence[int], keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Numeric features of the examples `indices` (any order): [len(indices), ...]."""
         indices = np.asarray(indices, np.int64)
+        low, high = (int(indices.min()), int(indices.max())) if len(indices) else (0, -1)
         out = {}
         for key in keys:
             records = self._records(key)
-            if len(indices) and (indices.max() >= len(records) or indices.min() < 0):
+            if high >= len(records) or low < 0:
                 self._missing_record(key, indices, len(records))
             out[key] = records[indices].astype(self.numeric[key][0], copy=False)
         return out

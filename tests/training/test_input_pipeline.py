@@ -149,3 +149,16 @@ def test_one_process_holds_every_row():
     mesh = partitioning.make_mesh((-1, 1))
     sharding = partitioning.batch_sharding(mesh)
     assert input_pipeline.host_shard(sharding, 8) == seqio.ShardInfo(index=0, num_shards=1)
+
+
+def test_training_indices_inside_an_epoch_and_across_one():
+    """Each position p's example is permutation(seed, p // n)[p % n], for a batch inside
+    one epoch (the common case, one gather) and one that crosses into the next."""
+    count, cache = 10, {}
+    for start in (0, 3, 8, 17):  # 8 and 17: the batch's rows span two epochs
+        positions = np.arange(start, start + 4, dtype=np.int64)
+        expected = [input_pipeline.epoch_permutation(5, p // count, count)[p % count]
+                    for p in positions]  # fmt: skip
+        got = input_pipeline.training_indices(5, count, positions, cache)
+        np.testing.assert_array_equal(got, expected)
+    assert set(cache) == {2}  # drawing an epoch drops the earlier ones
