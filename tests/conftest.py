@@ -5,7 +5,10 @@ Plain helpers that module-level code needs too are in `support.py`."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import gin
@@ -13,6 +16,28 @@ import pytest
 from support import REPO_ROOT, run_cli_in
 
 import cmrcx  # noqa: F401  (first: it hides triton from torch; cmrcx/__init__.py says why)
+
+# --- One persistent XLA compilation cache per test session ------------------------------
+# Compiling is most of a tiny test's time on the CPU, and the processes of a session (this
+# one, its xdist workers, the entry points the CLI tests start) compile the same programs.
+# They share one persistent cache (jax's own flags, read from the environment when jax is
+# imported, which is after this), in a fresh temporary folder: a run starts cold, leaves
+# nothing behind, and a cached program is the same HLO's executable. The process that
+# made the folder (the xdist controller, or pytest without xdist) removes it at the end;
+# workers and children inherit the variables. A JAX_COMPILATION_CACHE_DIR of the user's
+# own is kept as it is.
+_JAX_CACHE_OWNER = "CMRCX_TEST_JAX_CACHE_OWNER"
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="cmrcx-test-jax-cache-")
+    os.environ[_JAX_CACHE_OWNER] = str(os.getpid())
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+
+
+def pytest_unconfigure(config):
+    if os.environ.get(_JAX_CACHE_OWNER) == str(os.getpid()):
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
 
 # The folders mirror the package (models/, weights/, training/, tasks/, benchmarks/<name>/,
 # cli/, e2e/, tools/). Test modules import helpers from one another by module name (test
