@@ -4,10 +4,11 @@ A row names the family ("bert": run_config.json's and model_config.json's "famil
 the parameter subtree its network fills), its config dataclass (gin: cmrcx.<Class>.*),
 how to build its networks (an encoder the task heads of `cmrcx.models.heads` run over,
 an encoder-decoder with its `DecodeModel`, the token states the candidate pointer
-dots), its vocabulary and the HuggingFace config.json `model_type` values
-`cmrcx.convert` reads as it. Its checkpoint formats are a
-module of `cmrcx.weights` (the same function names for every family), imported only when
-asked for (`weights`): models/ sits below weights/ and imports nothing above it.
+dots), its input layout (`cmrcx.vocab.layouts`: its vocabulary and how tasks frame an
+example) and the HuggingFace config.json `model_type` values `cmrcx.convert` reads as
+it. Its checkpoint formats are a module of `cmrcx.weights` (the same function names for
+every family), imported only when asked for (`weights`): models/ sits below weights/ and
+imports nothing above it.
 
 A new family is a network module, a weights module and one `register(Family(...))`
 (tests/test_model_family_registry.py adds a toy family so, in its own file).
@@ -25,6 +26,7 @@ from typing import Any, NamedTuple
 import flax.linen as nn
 
 from cmrcx.models import albert, bert, gpt2, heads, t5, xlnet
+from cmrcx.vocab import layouts
 
 
 class HeadOptions(NamedTuple):
@@ -40,8 +42,9 @@ class Family:
 
     name: str  # "bert": the "family" of run_config.json / model_config.json, the params subtree
     config_class: type  # the network's config dataclass (BertConfig)
-    vocabulary: str  # "wordpiece" (vocab.txt) | "sentencepiece" (spiece.model)
-    vocab_file: str  # the vocabulary's file in an export or release directory
+    # Its input layout (`cmrcx.vocab.layouts`): the vocabulary, its file in an export or
+    # release directory (`vocab_file`), and how tasks frame an example for its networks.
+    layout: layouts.Layout
     hf_model_types: tuple[str, ...]  # config.json `model_type` values read as this family
     # config, name -> a module (input_ids, token_type_ids, input_mask, deterministic) ->
     # (hidden [batch, length, width], pooled [batch, width]), named `name`.
@@ -66,20 +69,24 @@ class Family:
     # weight_table, params_from_hf, hf_tensors, describe, read_dir, write_hf_dir,
     # vocabulary_files (see cmrcx/weights/__init__.py). None: cmrcx.weights.<name>.
     weights: str | ModuleType | None = None
-    # How tasks frame an example for `encoder` and tokenize it (`cmrcx.vocab.layouts`):
-    # "bert": WordPiece, [CLS] a [SEP] b [SEP], padded on the right; "xlnet": XLNet's
-    # SentencePiece preprocessing, a <sep> b <sep> <cls>, padded on the left.
-    input_layout: str = "bert"
     # The bundled vocabulary of the family's models/<family>/tiny.gin (`cmrcx:` path):
     # local_tiny.gin's VOCAB_FILE 'cmrcx:tiny' stands for it (RunConfig.checked).
     tiny_vocab_file: str = "cmrcx:data/tiny_vocab.txt"
     # Glob patterns of the config file of a TF release of this family (a directory without
     # config.json): `cmrcx.convert` reads a directory holding a match as this family.
     tf_release_configs: tuple[str, ...] = ()
-    # A decoder-only family (GPT-2): its token states are causal (a state has read the
-    # tokens before it only), so tasks lay inputs out with what a state must see first
-    # (`cmrcx.benchmarks.lot.understanding`), and it decodes a prompt it continues.
-    causal: bool = False
+
+    @property
+    def vocab_file(self) -> str:
+        """The vocabulary's file in an export or release directory (vocab.txt)."""
+        return self.layout.vocab_file
+
+    @property
+    def causal(self) -> bool:
+        """A decoder-only family (GPT-2, its layout's `causal`): its token states are
+        causal (a state has read the tokens before it only), so tasks lay inputs out with
+        what a state must see first, and it decodes a prompt it continues."""
+        return self.layout.causal
 
 
 # The family of exports written before model_config.json named one (they are BERT).
@@ -220,8 +227,7 @@ register(
     Family(
         name="bert",
         config_class=bert.BertConfig,
-        vocabulary="wordpiece",
-        vocab_file="vocab.txt",
+        layout=layouts.BERT,
         # "ernie": ERNIE 1.0 (BERT + ReLU); "roberta": CLUE's BERT-architecture RoBERTas.
         hf_model_types=("bert", "ernie", "roberta"),
         encoder=_bert_encoder,
@@ -232,8 +238,7 @@ register(
     Family(
         name="t5",
         config_class=t5.T5Config,
-        vocabulary="sentencepiece",
-        vocab_file="spiece.model",
+        layout=layouts.T5,
         hf_model_types=("t5", "mt5"),  # LongLM, T5 v1.0 / v1.1; mT5
         seq2seq=t5.T5ForConditionalGeneration,
         decode_model=t5.T5DecodeModel,
@@ -257,12 +262,10 @@ register(
     Family(
         name="xlnet",
         config_class=xlnet.XLNetConfig,
-        vocabulary="sentencepiece",
-        vocab_file="spiece.model",
+        layout=layouts.XLNET,
         hf_model_types=("xlnet",),  # Chinese XLNet (hfl/chinese-xlnet-mid, -base)
         encoder=_xlnet_encoder,
         head_options=_xlnet_heads,
-        input_layout="xlnet",
         tiny_vocab_file="cmrcx:data/xlnet_tiny/spiece.model",
     )
 )
@@ -270,8 +273,7 @@ register(
     Family(
         name="albert",
         config_class=albert.AlbertConfig,
-        vocabulary="wordpiece",  # both Chinese releases: Google's Chinese BERT vocabulary
-        vocab_file="vocab.txt",
+        layout=layouts.BERT,  # both Chinese releases: Google's Chinese BERT vocabulary
         hf_model_types=("albert",),
         encoder=_albert_encoder,
         head_options=_albert_heads,
@@ -289,12 +291,10 @@ register(
     Family(
         name="gpt2",
         config_class=gpt2.GPT2Config,
-        vocabulary="wordpiece",  # UER's GPT-2: BERT's Chinese vocab.txt (BertTokenizer)
-        vocab_file="vocab.txt",
+        layout=layouts.GPT2,  # UER's GPT-2: BERT's Chinese vocab.txt (BertTokenizer)
         hf_model_types=("gpt2",),  # uer/gpt2-chinese-cluecorpussmall
         causal_lm=gpt2.GPT2LMHeadModel,
         decode_model=gpt2.GPT2DecodeModel,
         token_states=_gpt2_token_states,
-        causal=True,
     )
 )

@@ -46,7 +46,7 @@ no_decay, "bias" and "layer_norm", the names the TF script's exclude_from_weight
 layer_norm, a name it never saw) applied to transformers' XLNetForQuestionAnsweringSimple,
 with the family's input framing as cmrcx implements it (`cmrc2018_xlnet`: passage first,
 <cls> last, left padding), fed cmrcx's own windows; predictions are cmrcx's XLNet decoding
-(`cmrc2018_windows.predict_answers`, input_layout "xlnet") of the PyTorch logits.
+(`cmrc2018_windows.predict_answers`, covered_text) of the PyTorch logits.
 
 What the comparison substitutes: the batches are cmrcx's (its seeded order, not the
 script's RandomSampler(shuffle=True)); dropout is 0 on both sides; no evaluation during
@@ -72,6 +72,7 @@ from cmrcx.reproduction import (
 )
 from cmrcx.reproduction.recipe_updates import RecipeRun, matched_rows, torch_adamw, updates
 from cmrcx.reproduction.reference_imports import torch_and_transformers
+from cmrcx.vocab import layouts
 
 # transformers' span model of each family the recipe runs, by the model_type of the
 # family's HF writer (ALBERT in the albert_zh layout is written as the BertModel computing
@@ -87,6 +88,10 @@ XLNET_NO_DECAY = recipe_updates.XLNET_NO_DECAY  # see the module docstring
 # (its apex FusedLayerNorm is built with the same eps).
 SCRIPT_LAYER_NORM_EPS = 1e-5
 OPTIMIZERS = ("clue_mrc_script", "adamw")  # RunConfig.optimizer values with a recipe
+# The input layouts whose windows, optimizer names and predictions are CLUE's PyTorch
+# script's own (run_mrc.py's features, BERT's no_decay names, [OUT] write_predictions);
+# any other (XLNet) is fed cmrcx's windows and decoded by cmrcx.
+SCRIPT_LAYOUTS = (layouts.BERT,)
 MATCHED = ("input_ids", "token_type_ids", "input_mask", "start_position", "end_position")
 
 
@@ -181,16 +186,16 @@ class ClueMrcRecipe:
                 f"{' or '.join(OPTIMIZERS)}"
             )
         self.run, self.task = run, ours.runner.task
-        self.layout = self.task.input_layout
+        self.script = self.task.layout in SCRIPT_LAYOUTS
         self.model = reference_span_model(
             run.model, ours.initial_params, ours.runner.model.encoder_name, hf_dir
         )
-        if self.layout == "bert" and run.optimizer == "clue_mrc_script":
+        if self.script and run.optimizer == "clue_mrc_script":
             torch, _ = torch_and_transformers()
             for module in self.model.modules():
                 if isinstance(module, torch.nn.LayerNorm):
                     module.eps = SCRIPT_LAYER_NORM_EPS
-        if self.layout == "bert":
+        if self.script:
             self.tokenizer = clue_classifier.tokenizer_for(run.vocab_file, run.lower_case)
             self.train_features = self.features(run.train_split)
             self.train_windows = recipe_windows(self.train_features)
@@ -218,7 +223,6 @@ class ClueMrcRecipe:
             total = run.num_train_steps or int(run.num_epochs) * math.ceil(windows / run.batch_size)
         else:
             total = run.num_train_steps or math.ceil(run.num_epochs * windows / run.batch_size)
-        bert_names = self.layout == "bert"
         hyper = {
             "optimizer": run.optimizer,
             "learning_rate": run.learning_rate,
@@ -227,7 +231,7 @@ class ClueMrcRecipe:
             "weight_decay": run.weight_decay,
             "adam_epsilon": run.adam_epsilon,
             "max_grad_norm": run.max_grad_norm,
-            "no_decay": clue_mrc_optimization.NO_DECAY if bert_names else XLNET_NO_DECAY,
+            "no_decay": clue_mrc_optimization.NO_DECAY if self.script else XLNET_NO_DECAY,
         }
         rows = match_windows(batches, self.train_windows)
         return train_steps(self.model, self.train_windows, rows, hyper)
@@ -235,7 +239,7 @@ class ClueMrcRecipe:
     def predictions(self, split: str) -> dict[str, str]:
         """{qid: answer} of the model on a split: [OUT] write_predictions (BERT), cmrcx's
         XLNet decoding of the PyTorch logits (XLNet)."""
-        if self.layout == "bert":
+        if self.script:
             features = self.features(split)
             starts, ends = predict_logits(
                 self.model, recipe_windows(features), self.run.eval_batch_size
@@ -248,7 +252,7 @@ class ClueMrcRecipe:
         starts, ends = predict_logits(self.model, windows, self.run.eval_batch_size)
         questions = self.task.records(split)
         return cmrc2018_windows.predict_answers(
-            questions, windows, starts, ends, (), input_layout="xlnet"
+            questions, windows, starts, ends, (), covered_text=self.task.layout.answers_cover_pieces
         )
 
 

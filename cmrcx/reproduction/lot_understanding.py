@@ -169,10 +169,10 @@ def _special_ids(runner):
     SentencePieceIds`), from the vocabulary of its registered task."""
     import seqio
 
-    from cmrcx.tasks.lot import understanding as lot_tasks
+    from cmrcx.vocab import layouts
 
     task = seqio.get_mixture_or_task(runner.train_task)
-    return lot_tasks.special_ids("sentencepiece", task.output_features["inputs"].vocabulary)
+    return layouts.T5.pointer_ids(task.output_features["inputs"].vocabulary)
 
 
 class ClozeTAuthorsRecipe:

@@ -56,17 +56,15 @@ def resolve_name(name: str, scoring: bool, run, run_task) -> str:
 
 
 def token_text(vocabulary, ids: Sequence[int]) -> str:
-    """ids -> what a reader should see: WordPiece tokens joined by spaces, else the decode.
+    """ids -> what a reader should see: the vocabulary's input layout's view
+    (`cmrcx.vocab.layouts` `Layout.readable`: WordPiece tokens joined by spaces, so the
+    framing, blank markers and word pieces stay visible), else the decode."""
+    from cmrcx.vocab import layouts  # TensorFlow: see run_names
 
-    WordPiece is shown token by token (`[CLS] 他 [unused1] ##s [SEP]`) rather than
-    detokenized, so the framing, blank markers and word pieces stay visible.
-    """
-    from cmrcx.vocab.wordpiece import WordPieceVocabulary  # TensorFlow: see run_names
-
-    if isinstance(vocabulary, WordPieceVocabulary):
-        tokens = vocabulary.tokens
-        return " ".join(tokens[i] if 0 <= i < len(tokens) else f"<{i}>" for i in ids)
-    return vocabulary.decode(list(ids))
+    layout = layouts.of_vocabulary(vocabulary)
+    if layout is None:
+        return vocabulary.decode(list(ids))
+    return layout.readable(vocabulary, ids)
 
 
 def mask_lengths(example: Mapping[str, np.ndarray]) -> dict[str, int]:
@@ -143,9 +141,10 @@ def pointer_layout(example: Mapping[str, np.ndarray], vocabulary) -> str:
     """LOT ClozeT / SenPos: the token layout with the pointer's positions tagged
     (`cmrcx.benchmarks.lot.understanding.describe`): `⟨context⟩`, `⟨k⟩` for candidate k,
     `⟨k*⟩` for the labelled one."""
-    names = {}
-    if not hasattr(vocabulary, "token_to_id"):  # SentencePiece: sentinels, <sep>, <mask>
-        names = understanding.SentencePieceIds.from_vocabulary(vocabulary).names()
+    from cmrcx.vocab import layouts  # TensorFlow: see run_names
+
+    layout = layouts.of_vocabulary(vocabulary)  # T5's names its sentinels, <sep>, <mask>
+    names = {} if layout is None else layout.marker_names(vocabulary)
     return understanding.describe(example, vocabulary, names)
 
 

@@ -1,30 +1,299 @@
 """Input layouts: how a model family's vocabulary tokenizes a text and frames an example.
 
-A family's registry row names its layout (`cmrcx.models.registry.Family.input_layout`);
-the tasks (`cmrcx.tasks.clue`) build the layout's vocabulary and frame examples with its
-special tokens:
+A family's registry row carries its layout (`cmrcx.models.registry.Family.layout`), one
+object of a class below; the benchmarks (`cmrcx.benchmarks`) build layout-free pieces
+(token ids of a text, a ChID window, CMRC 2018's passage pieces) and the tasks frame
+them through the layout. Every question a task asks of a layout is a method of `Layout`;
+nothing outside this module branches on which layout (or vocabulary) it has.
 
-  "bert"   WordPiece (`cmrcx.vocab.wordpiece`): [CLS] a [SEP] b [SEP], padded on the
-           right, token types 0 (a, with [CLS] and its [SEP]) and 1 (b and its [SEP]).
-  "xlnet"  XLNet's SentencePiece (`cmrcx.vocab.xlnet`): a <sep> b <sep> <cls>, padded
-           on the left, token types 0, 1 and 2 (<cls>), padding 3 (XLNetTokenizer's).
+  "bert"   WordPiece (`cmrcx.vocab.wordpiece`, vocab.txt): [CLS] a [SEP] b [SEP], padded
+           on the right, token types 0 (a, with [CLS] and its [SEP]) and 1 (b and its
+           [SEP]). BERT, ERNIE, RoBERTa-wwm, ALBERT.
+  "gpt2"   BERT's WordPiece and frames, read by a decoder-only model (`causal`): LOT's
+           pointer layouts put what a state must see first (UER's GPT-2).
+  "xlnet"  XLNet's SentencePiece (`cmrcx.vocab.xlnet`, spiece.model): a <sep> b <sep>
+           <cls>, padded on the left, token types 0, 1 and 2 (<cls>), padding 3
+           (XLNetTokenizer's).
+  "t5"     T5's SentencePiece (`cmrcx.vocab.sentencepiece`, spiece.model, sentinels):
+           LOT's pointer layouts end in <mask> and </s>; <sep>/<mask> are appended after
+           a vocabulary without them (`appends_markers`). No CLUE frame.
+
+A new family of an existing layout names that layout on its row; a new layout is a class
+here (the framings it supports, the others raise `ValueError`) and a `LAYOUTS` entry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+import numpy as np
 import seqio
 
-LAYOUTS = ("bert", "xlnet")
+from cmrcx.benchmarks import windows as frames
+from cmrcx.benchmarks.clue import c3, chid, cmrc2018_xlnet
+from cmrcx.benchmarks.clue import cmrc2018_windows as spans
+from cmrcx.benchmarks.lot import understanding
+
+SpecialIds = frames.SpecialIds  # cls_id, sep_id, pad_id: what a frame needs
+Tokenize = Callable[[str], Sequence[int]]
 
 
-def vocabulary(layout: str, vocab_file: str, lower_case: bool) -> seqio.Vocabulary:
-    """The vocabulary of `layout` read from `vocab_file` (vocab.txt, spiece.model)."""
-    if layout == "bert":
+class Layout:
+    """The protocol: a vocabulary, its special ids, and the framing of a pair (CLUE
+    classification), choices (C3), a cloze (ChID), windows (CMRC 2018) and LOT's pointer
+    layouts (ClozeT, SenPos). A framing the layout does not have raises ValueError."""
+
+    name = ""  # the registry row's, the task docs' and the error messages' word for it
+    vocab_file = ""  # the vocabulary's file in an export or release directory
+    causal = False  # read by a decoder-only model (its states see the tokens before them)
+    # <sep>/<mask> are appended after a SentencePiece vocabulary that lacks them, so a
+    # model's embedding rows must reach them (`cmrcx.training.run_tasks.lot`).
+    appends_markers = False
+    # Many texts are tokenized in one `encode_tf` call (WordPiece); else one at a time.
+    encodes_in_batches = False
+    # CMRC 2018 answers are the characters a span's pieces cover (`nbest_answers`'s
+    # `covered_text`), not the baseline's doc tokens joined.
+    answers_cover_pieces = False
+
+    def __repr__(self) -> str:
+        return f"<{self.name} layout>"
+
+    def _missing(self, what: str) -> ValueError:
+        return ValueError(f"the {self.name!r} input layout has no {what}")
+
+    def vocabulary(self, vocab_file: str, lower_case: bool = True) -> seqio.Vocabulary:
+        """The layout's vocabulary read from `vocab_file` (vocab.txt, spiece.model)."""
+        raise self._missing("vocabulary")
+
+    def special_ids(self, vocabulary) -> SpecialIds:
+        """The ids of the frames: the cls, sep and padding tokens."""
+        return SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
+
+    def pair(self, ids_a, ids_b, ids: SpecialIds, max_length: int):
+        """A pair of id tensors (already cut to fit; b may be empty: a single text) framed
+        and padded to `max_length` as TF ops: input_ids, token_type_ids, input_mask
+        int32 [max_length]. The second separator is there only when b has a token."""
+        raise self._missing("CLUE pair frame")
+
+    def choices(self, question, tokenize: Tokenize, vocabulary, max_length: int) -> dict:
+        """A C3 question's padded choices (`c3.question_features`' features)."""
+        raise self._missing("C3 choice frame")
+
+    def cloze(self, blank, tokenize: Tokenize, vocabulary, max_length: int) -> dict:
+        """A ChID blank's candidates (`chid.blank_features`' features)."""
+        raise self._missing("ChID cloze frame")
+
+    def windows(self, questions, vocabulary, **options) -> dict[str, np.ndarray]:
+        """CMRC 2018: every window of `questions` (`cmrc2018_windows.split_windows`'
+        arrays); options: training, max_length, doc_stride."""
+        raise self._missing("CMRC 2018 windows")
+
+    def pointer(self, data_task: str) -> Callable[..., dict]:
+        """LOT's candidate-pointer layout of "clozet" or "senpos":
+        (record, tokenize, ids, max_length) -> example (`cmrcx.benchmarks.lot.understanding`)."""
+        raise self._missing("LOT pointer layout")
+
+    def pointer_ids(self, vocabulary):
+        """The ids `pointer`'s layouts take."""
+        raise self._missing("LOT pointer layout")
+
+    def marker_names(self, vocabulary) -> dict[int, str]:
+        """id -> text of the markers a readable view names (`cmrcx.inspect`)."""
+        return {}
+
+    def readable(self, vocabulary, ids: Sequence[int]) -> str:
+        """ids -> what a reader should see (`cmrcx.inspect`): the decoded text."""
+        return vocabulary.decode(list(ids))
+
+
+def _tf_frame(segments, max_length: int, pad_id: int, pad_type: int, left: bool):
+    """(ids, token type) segments, concatenated and padded to `max_length` as TF ops:
+    input_ids, token_type_ids, input_mask int32 [max_length]."""
+    import tensorflow as tf
+
+    input_ids = tf.concat([tf.cast(part, tf.int32) for part, _ in segments], 0)
+    types = tf.concat([tf.fill([tf.size(part)], kind) for part, kind in segments], 0)
+
+    def pad(values, value):
+        space = max_length - tf.size(values)
+        padded = tf.pad(values, [[space, 0] if left else [0, space]], constant_values=value)
+        return tf.ensure_shape(padded, [max_length])
+
+    return pad(input_ids, pad_id), pad(types, pad_type), pad(tf.ones_like(input_ids), 0)
+
+
+def _second_sep(ids_b, sep_id: int):
+    """[sep_id] when b has a token, else [] (the runner's ``if tokens_b:``)."""
+    import tensorflow as tf
+
+    return tf.fill([tf.minimum(tf.size(ids_b), 1)], sep_id)
+
+
+class BertLayout(Layout):
+    """BERT's WordPiece and ``[CLS] a [SEP] b [SEP]`` frames (the CLUE baselines')."""
+
+    name, vocab_file = "bert", "vocab.txt"
+    encodes_in_batches = True
+
+    def vocabulary(self, vocab_file, lower_case=True):
         from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
         return WordPieceVocabulary(vocab_file, lower_case=lower_case)
-    if layout == "xlnet":
+
+    def pair(self, ids_a, ids_b, ids, max_length):
+        """``[CLS] a [SEP] b [SEP]``, types 0 then 1, padded on the right with pad_id.
+
+        >>> [t.numpy().tolist() for t in BERT.pair([7, 8], [9], SpecialIds(1, 2, 0), 7)]
+        [[1, 7, 8, 2, 9, 2, 0], [0, 0, 0, 0, 1, 1, 0], [1, 1, 1, 1, 1, 1, 0]]
+        """
+        sep, second_sep = [ids.sep_id], _second_sep(ids_b, ids.sep_id)
+        segments = [([ids.cls_id], 0), (ids_a, 0), (sep, 0), (ids_b, 1), (second_sep, 1)]
+        return _tf_frame(segments, max_length, ids.pad_id, 0, left=False)
+
+    def choices(self, question, tokenize, vocabulary, max_length):
+        ids = SpecialIds.from_vocabulary(vocabulary)
+        return c3.question_features(question, tokenize, ids, max_length)
+
+    def cloze(self, blank, tokenize, vocabulary, max_length):
+        ids = chid.SpecialIds.from_vocabulary(vocabulary)
+        return chid.blank_features(blank, tokenize, ids, max_length)
+
+    def windows(self, questions, vocabulary, **options):
+        tokenize = spans.wordpiece_tokenize_words(vocabulary)
+        return spans.split_windows(questions, tokenize, self.special_ids(vocabulary), **options)
+
+    def pointer(self, data_task):
+        return {"clozet": understanding.clozet_wordpiece, "senpos": understanding.senpos_wordpiece}[
+            data_task
+        ]
+
+    def pointer_ids(self, vocabulary):
+        return understanding.WordPieceIds.from_vocabulary(vocabulary)
+
+    def readable(self, vocabulary, ids):
+        """WordPiece token by token (`[CLS] 他 [unused1] ##s [SEP]`), not detokenized, so
+        the framing, blank markers and word pieces stay visible."""
+        tokens = vocabulary.tokens
+        return " ".join(tokens[i] if 0 <= i < len(tokens) else f"<{i}>" for i in ids)
+
+
+class CausalWordPieceLayout(BertLayout):
+    """BERT's WordPiece and frames read by a decoder-only model (UER's GPT-2): ClozeT's
+    pointer layout puts the context token last (SenPos's WordPiece one already does)."""
+
+    name, causal = "gpt2", True
+
+    def pointer(self, data_task):
+        return {
+            "clozet": understanding.clozet_wordpiece_causal,
+            "senpos": understanding.senpos_wordpiece,  # its context is already last
+        }[data_task]
+
+
+class XLNetLayout(Layout):
+    """XLNet's SentencePiece and ``a <sep> b <sep> <cls>`` frames padded on the left."""
+
+    name, vocab_file = "xlnet", "spiece.model"
+    answers_cover_pieces = True
+
+    def vocabulary(self, vocab_file, lower_case=True):
         from cmrcx.vocab.xlnet import XLNetVocabulary
 
         return XLNetVocabulary(vocab_file, lower_case=lower_case)
-    raise ValueError(f"input layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+
+    def pair(self, ids_a, ids_b, ids, max_length):
+        """``a <sep> b <sep> <cls>``, types 0, 1 and 2, padded on the left (type
+        `XLNET_TYPE_PAD`, as XLNetTokenizer pads). The CLUE XLNet baseline pads ids with
+        0 and types with 4: the encoder ignores both (masked keys; a type only says "same
+        segment or not").
+
+        >>> [t.numpy().tolist() for t in XLNET.pair([7, 8], [9], SpecialIds(3, 4, 5), 7)]
+        [[5, 7, 8, 4, 9, 4, 3], [3, 0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 1, 1, 1]]
+        """
+        sep, second_sep = [ids.sep_id], _second_sep(ids_b, ids.sep_id)
+        segments = [
+            (ids_a, frames.XLNET_TYPE_A),
+            (sep, frames.XLNET_TYPE_A),
+            (ids_b, frames.XLNET_TYPE_B),
+            (second_sep, frames.XLNET_TYPE_B),
+            ([ids.cls_id], frames.XLNET_TYPE_CLS),
+        ]
+        return _tf_frame(segments, max_length, ids.pad_id, frames.XLNET_TYPE_PAD, left=True)
+
+    def choices(self, question, tokenize, vocabulary, max_length):
+        return c3.xlnet_question_features(
+            question, tokenize, self.special_ids(vocabulary), max_length
+        )
+
+    def cloze(self, blank, tokenize, vocabulary, max_length):
+        ids = chid.xlnet_special_ids(vocabulary)
+        return chid.xlnet_blank_features(blank, tokenize, ids, max_length)
+
+    def windows(self, questions, vocabulary, **options):
+        tokenize, ids = vocabulary.pieces_with_offsets, self.special_ids(vocabulary)
+        return cmrc2018_xlnet.split_windows(questions, tokenize, ids, **options)
+
+
+class T5Layout(Layout):
+    """T5's SentencePiece (sentinels, </s>): LOT's pointer layouts end in <mask> </s>."""
+
+    name, vocab_file = "t5", "spiece.model"
+    appends_markers = True
+
+    def vocabulary(self, vocab_file, lower_case=True):
+        from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+
+        return T5SentencePieceVocabulary(vocab_file)
+
+    def pointer(self, data_task):
+        return {
+            "clozet": understanding.clozet_sentencepiece,
+            "senpos": understanding.senpos_sentencepiece,
+        }[data_task]
+
+    def pointer_ids(self, vocabulary):
+        return understanding.SentencePieceIds.from_vocabulary(vocabulary)
+
+    def marker_names(self, vocabulary):
+        return self.pointer_ids(vocabulary).names()
+
+
+BERT, GPT2, XLNET, T5 = BertLayout(), CausalWordPieceLayout(), XLNetLayout(), T5Layout()
+LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (BERT, GPT2, XLNET, T5)}
+
+
+def layout(name: str | Layout) -> Layout:
+    """The layout of a name ("bert", "gpt2", "xlnet", "t5"); a layout is returned as is.
+    ValueError naming the known ones."""
+    if isinstance(name, Layout):
+        return name
+    if name not in LAYOUTS:
+        raise ValueError(f"input layout {name!r}: use one of {', '.join(LAYOUTS)}")
+    return LAYOUTS[name]
+
+
+def of_vocabulary(vocabulary) -> Layout | None:
+    """The layout whose vocabulary class `vocabulary` is (for a tool that holds a task's
+    vocabulary, not a family: `cmrcx.inspect`): WordPiece -> BERT's, XLNet's
+    SentencePiece -> XLNet's, T5's -> T5's; None for any other."""
+    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+    from cmrcx.vocab.wordpiece import WordPieceVocabulary
+    from cmrcx.vocab.xlnet import XLNetVocabulary
+
+    classes: list[tuple[type, Layout]] = [
+        (WordPieceVocabulary, BERT),
+        (XLNetVocabulary, XLNET),
+        (T5SentencePieceVocabulary, T5),
+    ]
+    for cls, found in classes:
+        if isinstance(vocabulary, cls):
+            return found
+    return None
+
+
+def vocabulary(name: str | Layout, vocab_file: str, lower_case: bool) -> seqio.Vocabulary:
+    """The vocabulary of layout `name` read from `vocab_file` (vocab.txt, spiece.model)."""
+    return layout(name).vocabulary(vocab_file, lower_case)
+
+
+__all__ = ["BERT", "GPT2", "LAYOUTS", "T5", "XLNET", "Layout", "SpecialIds", "layout"]

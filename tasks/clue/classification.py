@@ -11,10 +11,10 @@ Pipeline per record of the `clue` TFDS builder (``text_a``, ``text_b`` already b
 the baseline's way: WSC spans marked, CSL keywords joined):
   1. `tokenize_pair`: the ids of both texts (`WordPieceVocabulary.encode_tf`; for the
      "xlnet" input layout of `cmrcx.vocab.layouts`, `XLNetVocabulary`'s).
-  2. `bert_classification_inputs`: ``[CLS] a [SEP] b [SEP]`` (``[CLS] a [SEP]`` when b
-     has no tokens) cut by the BERT runner's rule (`kept_lengths`), padded to
-     ``max_length`` (the "xlnet" layout: `xlnet_classification_inputs`, ``a <sep> b
-     <sep> <cls>`` cut by the same rule and padded on the left); ``label`` = the class
+  2. `classification_inputs`: both texts cut by the BERT runner's rule (`kept_lengths`)
+     and framed by the family's layout (`cmrcx.vocab.layouts` `Layout.pair`): ``[CLS] a
+     [SEP] b [SEP]`` (``[CLS] a [SEP]`` when b has no tokens) padded to ``max_length``
+     (the "xlnet" layout: ``a <sep> b <sep> <cls>``, padded on the left); ``label`` = the class
      index, -1 in the test split; ``id`` (JSON text, `cmrcx.datasets.clue.record_id`)
      and ``line_number`` carried for the submission writer.
 
@@ -42,7 +42,6 @@ import tensorflow as tf
 from cmrcx.benchmarks.clue import metrics as clue_metrics
 from cmrcx.benchmarks.clue.submission import labels_from_indices
 from cmrcx.benchmarks.clue.tasks import TASKS, ClueTask, get_task
-from cmrcx.benchmarks.windows import XLNET_TYPE_PAD
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.tasks import task_name
 from cmrcx.tasks.sources import FileOrderSource
@@ -97,102 +96,43 @@ def kept_lengths(len_a, len_b, max_length: int) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.where(is_pair, pair_a, single_a), tf.where(is_pair, pair_b, tf.zeros_like(len_b))
 
 
-def bert_classification_inputs(
-    dataset: tf.data.Dataset, *, max_length: int, cls_id: int, sep_id: int, pad_id: int
+def classification_inputs(
+    dataset: tf.data.Dataset,
+    *,
+    layout: layouts.Layout,
+    max_length: int,
+    ids: layouts.SpecialIds,
 ) -> tf.data.Dataset:
-    """The encoder input of the BERT runner's ``convert_single_example``, fixed length.
+    """The encoder input of the baseline's ``convert_single_example``, fixed length: the
+    texts cut by the BERT runner's rule (`kept_lengths`), then framed by ``layout``.
 
     {"ids_a": [怎, 么, 还, 款], "ids_b": [如, 何], "label_index": 1, "id": "0",
-     "line_number": 1, ...} with max_length 8 ->
+     "line_number": 1, ...} with max_length 8, the "bert" layout ->
     {"input_ids": [[CLS], 怎, 么, 还, [SEP], 如, 何, [SEP]],
      "token_type_ids": [0, 0, 0, 0, 0, 1, 1, 1], "input_mask": [1] * 8,
      "label": 1, "id": "0", "line_number": 1}
-    Shorter inputs are padded with ``pad_id`` (mask and token types 0). The second
-    [SEP] is there only when b keeps a token, as in the runner (``if tokens_b:``).
+    (the "xlnet" layout: [怎, 么, 还, <sep>, 如, 何, <sep>, <cls>], types [0, 0, 0, 0, 1,
+    1, 1, 2], padded on the left; CLUE's baselines/models/xlnet/classifier_utils.py).
+    The second separator is there only when b keeps a token, as in the runner
+    (``if tokens_b:``).
     """
-
-    def pad(values, value):
-        padded = tf.pad(values, [[0, max_length - tf.size(values)]], constant_values=value)
-        return tf.ensure_shape(padded, [max_length])
 
     def frame(example):
         ids_a, ids_b = example["ids_a"], example["ids_b"]
         keep_a, keep_b = kept_lengths(tf.size(ids_a), tf.size(ids_b), max_length)
-        second_sep = tf.minimum(keep_b, 1)
-        input_ids = tf.concat(
-            [[cls_id], ids_a[:keep_a], [sep_id], ids_b[:keep_b], tf.fill([second_sep], sep_id)],
-            axis=0,
-        )
-        type_ids = tf.concat(
-            [tf.zeros([keep_a + 2], tf.int32), tf.ones([keep_b + second_sep], tf.int32)], axis=0
+        input_ids, token_type_ids, input_mask = layout.pair(
+            ids_a[:keep_a], ids_b[:keep_b], ids, max_length
         )
         return {
-            "input_ids": pad(input_ids, pad_id),
-            "token_type_ids": pad(type_ids, 0),
-            "input_mask": pad(tf.ones_like(input_ids), 0),
+            "input_ids": input_ids,
+            "token_type_ids": token_type_ids,
+            "input_mask": input_mask,
             "label": example["label_index"],
             "id": example["id"],
             "line_number": example["line_number"],
         }
 
     return dataset.map(frame, num_parallel_calls=tf.data.AUTOTUNE)
-
-
-# XLNetTokenizer's token type of padding (transformers 4's `pad_token_type_id`; transformers
-# 5 pads with 0, the CLUE baseline with 4): the model only asks
-# whether two tokens share a type, and padding is masked.
-
-
-def xlnet_classification_inputs(
-    dataset: tf.data.Dataset, *, max_length: int, cls_id: int, sep_id: int, pad_id: int
-) -> tf.data.Dataset:
-    """The encoder input of the CLUE XLNet baseline's ``convert_single_example``
-    (baselines/models/xlnet/classifier_utils.py), fixed length, padded on the left.
-
-    {"ids_a": [怎, 么, 还, 款], "ids_b": [如, 何], "label_index": 1, ...} with max_length 8
-    -> {"input_ids": [怎, 么, 还, <sep>, 如, 何, <sep>, <cls>],
-        "token_type_ids": [0, 0, 0, 0, 1, 1, 1, 2], "input_mask": [1] * 8, ...}
-    The same cut as BERT's (`kept_lengths`: three special tokens for a pair, two for a
-    single text, whose layout is ``a <sep> <cls>``); shorter inputs get ``pad_id`` in
-    front, mask 0 and token type `XLNET_TYPE_PAD` there, as XLNetTokenizer pads
-    (padding_side "left"). The baseline pads ids with 0 and types with 4: the encoder
-    ignores both (masked keys; a type only says "same segment or not").
-    """
-
-    def pad(values, value):
-        padded = tf.pad(values, [[max_length - tf.size(values), 0]], constant_values=value)
-        return tf.ensure_shape(padded, [max_length])
-
-    def frame(example):
-        ids_a, ids_b = example["ids_a"], example["ids_b"]
-        keep_a, keep_b = kept_lengths(tf.size(ids_a), tf.size(ids_b), max_length)
-        second_sep = tf.minimum(keep_b, 1)
-        input_ids = tf.concat(
-            [ids_a[:keep_a], [sep_id], ids_b[:keep_b], tf.fill([second_sep], sep_id), [cls_id]],
-            axis=0,
-        )
-        type_ids = tf.concat(
-            [
-                tf.zeros([keep_a + 1], tf.int32),
-                tf.ones([keep_b + second_sep], tf.int32),
-                [2],
-            ],
-            axis=0,
-        )
-        return {
-            "input_ids": pad(input_ids, pad_id),
-            "token_type_ids": pad(type_ids, XLNET_TYPE_PAD),
-            "input_mask": pad(tf.ones_like(input_ids), 0),
-            "label": example["label_index"],
-            "id": example["id"],
-            "line_number": example["line_number"],
-        }
-
-    return dataset.map(frame, num_parallel_calls=tf.data.AUTOTUNE)
-
-
-# The frame of each input layout (`cmrcx.vocab.layouts`).
-FRAMES = {"bert": bert_classification_inputs, "xlnet": xlnet_classification_inputs}
 
 
 # --- Postprocessing ---------------------------------------------------------------------
@@ -255,7 +195,7 @@ def register(
     max_length: int | None = 128,
     lower_case: bool = True,
     tfds_cache_dir: str | None = None,
-    input_layout: str = "bert",
+    layout: str | layouts.Layout = "bert",
 ) -> list[str]:
     """Registers a SeqIO task per task of ``data_dirs`` and the two CLUE mixtures.
 
@@ -269,8 +209,9 @@ def register(
         right for one-task runs, but then CSL's examples are longer than the others'.
       lower_case: lower-case before WordPiece (the Chinese BERTs do).
       tfds_cache_dir: where prepared splits go (default ~/.cache/cmrcx/tfds).
-      input_layout: the model family's (`cmrcx.vocab.layouts`): "bert" ([CLS] a [SEP]
-        b [SEP], WordPiece) or "xlnet" (a <sep> b <sep> <cls> padded on the left).
+      layout: the model family's input layout (`cmrcx.vocab.layouts`, or its name):
+        "bert" ([CLS] a [SEP] b [SEP], WordPiece) or "xlnet" (a <sep> b <sep> <cls>
+        padded on the left).
 
     Returns:
       The registered task names, in table order. Registering again with the same
@@ -282,7 +223,8 @@ def register(
         raise ValueError("register: no data dirs given, so no CLUE task to register")
     if max_length is not None and max_length < 3:
         raise ValueError(f"max_length {max_length} leaves no room for [CLS] a [SEP]")
-    vocabulary = layouts.vocabulary(input_layout, vocab_file, lower_case)
+    layout = layouts.layout(layout)
+    vocabulary = layout.vocabulary(vocab_file, lower_case)
     tokenize = functools.partial(tokenize_pair, vocabulary=vocabulary)
     versions = collections.Counter(row.dataset for row in rows)
     names, rates = [], []
@@ -292,11 +234,10 @@ def register(
         if row.name not in data_dirs:
             continue
         frame = functools.partial(
-            FRAMES[input_layout],
+            classification_inputs,
+            layout=layout,
             max_length=max_length or row.max_length,
-            cls_id=vocabulary.cls_id,
-            sep_id=vocabulary.sep_id,
-            pad_id=vocabulary.pad_id,
+            ids=layout.special_ids(vocabulary),
         )
         seqio.TaskRegistry.add(
             name,

@@ -18,11 +18,10 @@ ChID, ``[CLS] context [SEP] question [SEP] choice [SEP]`` for C3) from the recor
 the TFDS builders (`cmrcx.datasets.cmrc2018`, `chid`, `c3`; `split_records`), CMRC
 2018's windows once per split (`span_windows`, which decoding reads too), ChID's and
 C3's examples as they are asked for (`choice_examples`), and served in file order by a
-`FileOrderSource`. The model family's input layout (`cmrcx.vocab.layouts`,
-``input_layout``) chooses the vocabulary and the frame: "bert" as above, "xlnet" XLNet's
-SentencePiece and ``a <sep> b <sep> <cls>`` padded on the left (`cmrc2018_xlnet`'s
-windows, passage first; `chid.xlnet_blank_features`, `c3.xlnet_question_features`),
-with the same features:
+`FileOrderSource`. The model family's input layout (`cmrcx.vocab.layouts`, ``layout``)
+chooses the vocabulary and the frame: "bert" as above, "xlnet" XLNet's SentencePiece and
+``a <sep> b <sep> <cls>`` padded on the left (`cmrc2018_xlnet`'s windows, passage first;
+`chid.xlnet_blank_features`, `c3.xlnet_question_features`), with the same features:
 
   span (CMRC 2018), one example per window:
       input_ids, token_type_ids, input_mask [length]; start_position, end_position [];
@@ -47,12 +46,11 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from cmrcx.benchmarks.clue import c3, chid, cmrc2018_evaluate, cmrc2018_format, cmrc2018_xlnet
+from cmrcx.benchmarks.clue import c3, chid, cmrc2018_evaluate, cmrc2018_format
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
 from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.reading_tasks import MULTIPLE_CHOICE, TASKS, MrcTask, get_task
-from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.datasets import c3 as c3_tfds
 from cmrcx.datasets import chid as chid_tfds
@@ -165,28 +163,23 @@ def span_windows(
     doc_stride: int,
     cache_dir: str | None,
     training: bool,
-    input_layout: str = "bert",
+    layout: layouts.Layout = layouts.BERT,
 ) -> dict[str, np.ndarray]:
     """CMRC 2018: every window of a split as int32 arrays [windows, ...], built once per
     process: training reads them, and decoding maps the scores back with them. With
     ``training`` (the run's train split) the windows carry the first answer's positions.
-    ``input_layout`` "bert": `cmrc2018_windows` (WordPiece, the vocabulary a
-    `WordPieceVocabulary`); "xlnet": `cmrc2018_xlnet` (an `XLNetVocabulary`).
+    ``layout`` builds them (`Layout.windows`: "bert" `cmrc2018_windows`, the vocabulary a
+    `WordPieceVocabulary`; "xlnet" `cmrc2018_xlnet`, an `XLNetVocabulary`).
 
     Raises:
       DataFormatError: a training answer that cannot be placed in its passage (names the
         file and the question).
     """
-    ids = SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
     # Read outside the `try`: the reader's errors name the file already.
     records = split_records(row, data_dir, split, cache_dir)
-    if input_layout == "xlnet":
-        build, tokenize = cmrc2018_xlnet.split_windows, vocabulary.pieces_with_offsets
-    else:
-        build, tokenize = spans.split_windows, spans.wordpiece_tokenize_words(vocabulary)
     try:
-        return build(
-            records, tokenize, ids, training=training, max_length=max_length, doc_stride=doc_stride
+        return layout.windows(
+            records, vocabulary, training=training, max_length=max_length, doc_stride=doc_stride
         )
     except ValueError as error:
         path = os.path.join(data_dir, cmrc2018_format.SPLIT_FILES.get(split, split))
@@ -198,30 +191,20 @@ def choice_examples(
     vocabulary: seqio.Vocabulary,
     records,
     max_length: int,
-    input_layout: str = "bert",
+    layout: layouts.Layout = layouts.BERT,
 ):
     """ChID / C3: one feature dict per record, built as it is asked for (ChID's 577k
     training blanks x 10 choices x 64 tokens are GBs: only the run's prepared store,
     `cmrcx.training.prepared_examples`, on disk, holds them). Nothing here is needed to
-    decode: a line's blanks and its candidates come from the records. ``input_layout``
-    "bert" builds ``[CLS] a [SEP] b [SEP]`` (`chid.blank_features`,
-    `c3.question_features`), "xlnet" ``a <sep> b <sep> <cls>`` padded on the left
-    (`chid.xlnet_blank_features`, `c3.xlnet_question_features`)."""
+    decode: a line's blanks and its candidates come from the records. ``layout`` frames
+    them (`Layout.cloze`, `Layout.choices`): "bert" ``[CLS] a [SEP] b [SEP]``, "xlnet"
+    ``a <sep> b <sep> <cls>`` padded on the left."""
     encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
-    xlnet = input_layout == "xlnet"
-    if row.dataset == "chid":
-        if xlnet:
-            ids, features = chid.xlnet_special_ids(vocabulary), chid.xlnet_blank_features
-        else:
-            ids, features = chid.SpecialIds.from_vocabulary(vocabulary), chid.blank_features
-    elif xlnet:
-        ids = SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
-        features = c3.xlnet_question_features
-    else:
-        ids, features = c3.SpecialIds.from_vocabulary(vocabulary), c3.question_features
-    texts_of = None if xlnet else {"c3": _c3_texts, "chid": _chid_texts}[row.dataset]
+    frame = layout.cloze if row.dataset == "chid" else layout.choices
+    texts_of = {"c3": _c3_texts, "chid": _chid_texts}[row.dataset]
+    texts_of = texts_of if layout.encodes_in_batches else None
     known = _Known(encode)
-    build = functools.partial(features, tokenize=known.__getitem__, ids=ids)
+    build = functools.partial(frame, tokenize=known.__getitem__, vocabulary=vocabulary)
     for start in range(0, len(records), _TOKENIZE_CHUNK):
         chunk = records[start : start + _TOKENIZE_CHUNK]
         if texts_of is not None:
@@ -229,7 +212,7 @@ def choice_examples(
                 known.clear()
             known.update(_encode_all(vocabulary, texts_of(chunk), known))
         for index, record in enumerate(chunk, start):
-            example = build(record, max_seq_length=max_length)
+            example = build(record, max_length=max_length)
             example["example_index"] = np.int32(index)
             yield example
 
@@ -316,7 +299,7 @@ class MrcSource(FileOrderSource):
         doc_stride,
         cache_dir,
         train_split,
-        input_layout="bert",
+        layout=layouts.BERT,
     ):
         def examples(split: str) -> tf.data.Dataset:
             if row.dataset == "cmrc2018":
@@ -329,16 +312,14 @@ class MrcSource(FileOrderSource):
                     doc_stride,
                     cache_dir,
                     training=split == train_split,
-                    input_layout=input_layout,
+                    layout=layout,
                 )
                 return tf.data.Dataset.from_tensor_slices(windows)
             records = split_records(row, data_dir, split, cache_dir)
             signature = choice_signature(row, max_length)
             stacked = {k: tf.TensorSpec((None, *v.shape), v.dtype) for k, v in signature.items()}
             return tf.data.Dataset.from_generator(
-                lambda: _stacked(
-                    choice_examples(row, vocabulary, records, max_length, input_layout)
-                ),
+                lambda: _stacked(choice_examples(row, vocabulary, records, max_length, layout)),
                 output_signature=stacked,
             ).unbatch()
 
@@ -380,7 +361,7 @@ def register(
     tfds_cache_dir: str | None = None,
     doc_stride: int = spans.DOC_STRIDE,
     train_split: str = "train",
-    input_layout: str = "bert",
+    layout: str | layouts.Layout = "bert",
 ) -> list[str]:
     """Registers a SeqIO task per row named in ``data_dirs`` and adds them to ``clue``.
 
@@ -389,16 +370,17 @@ def register(
       max_length: window / choice sequence length; None takes each row's Table 7 value.
       doc_stride: CMRC 2018's window stride in passage tokens (the baseline's 128).
       train_split: the split whose CMRC 2018 windows carry answer positions.
-      input_layout: the model family's (`cmrcx.vocab.layouts`): "bert" (WordPiece,
-        ``[CLS] ... [SEP]``) or "xlnet" (XLNet's SentencePiece, ``... <sep> ... <sep>
-        <cls>`` padded on the left; `vocab_file` a spiece.model).
+      layout: the model family's input layout (`cmrcx.vocab.layouts`, or its name):
+        "bert" (WordPiece, ``[CLS] ... [SEP]``) or "xlnet" (XLNet's SentencePiece, ``...
+        <sep> ... <sep> <cls>`` padded on the left; `vocab_file` a spiece.model).
       Others as `cmrcx.tasks.clue.classification.register`.
 
     Returns:
       The registered task names.
     """
     rows = [get_task(name) for name in data_dirs]
-    vocabulary = layouts.vocabulary(input_layout, vocab_file, lower_case)
+    layout = layouts.layout(layout)
+    vocabulary = layout.vocabulary(vocab_file, lower_case)
     names = []
     for row in rows:
         name = task_name(row.name, vocabulary_name)
@@ -412,7 +394,7 @@ def register(
             doc_stride,
             tfds_cache_dir,
             train_split,
-            input_layout,
+            layout,
         )
         seqio.TaskRegistry.add(
             name,

@@ -1,7 +1,7 @@
 """SeqIO tasks for LOT's generation tasks, PlotCom and OutGen (LOT paper sections 3.3, 3.4
 and 5.2): a table plus a loop. A decoder-only family (GPT-2, BERT's vocab.txt) gets the same
-texts as a prompt and its continuation (`lm_tokenize_and_trim`, vocabulary_kind
-"wordpiece").
+texts as a prompt and its continuation (`lm_tokenize_and_trim`, the causal "gpt2" input
+layout of `cmrcx.vocab.layouts`).
 
 `register(vocabulary_name, spiece_model, {"lot_outgen": DATA_DIR, ...})` registers, per task
 given a folder of its official files (train.jsonl, val.jsonl, test.jsonl), the task
@@ -48,6 +48,7 @@ from cmrcx.benchmarks.lot.formats import MASK
 from cmrcx.datasets import lot as lot_tfds
 from cmrcx.tasks import task_name
 from cmrcx.tasks.sources import FileOrderSource
+from cmrcx.vocab import layouts
 from cmrcx.vocab.sentencepiece import SENTINEL_TOKEN, T5SentencePieceVocabulary
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
@@ -55,7 +56,6 @@ SPLITS = ("train", "validation", "test")
 FIRST_SENTINEL = 1  # LongLM's <extra_id_1> (cmrcx.tasks.lot.pretraining.FIRST_SENTINEL)
 # A decoder-only model over BERT's vocab.txt (GPT-2): PlotCom's blank, kept whole.
 WORDPIECE_SENTINEL = "[unused1]"
-VOCABULARY_KINDS = ("sentencepiece", "wordpiece")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,7 +260,7 @@ def register(
     target_length: int = 512,
     tfds_cache_dir: str | None = None,
     drop_last_char_without_eos: bool = False,
-    vocabulary_kind: str = "sentencepiece",
+    layout: str | layouts.Layout = "t5",
 ) -> list[str]:
     """Registers a SeqIO task per LOT generation task of ``data_dirs``.
 
@@ -273,9 +273,10 @@ def register(
         section 5.2: 512).
       tfds_cache_dir: where prepared splits go (default ~/.cache/cmrcx/tfds).
       drop_last_char_without_eos: reproduce gen.py's slip (`generation_text`).
-      vocabulary_kind: "sentencepiece" (a seq2seq model: `tokenize_and_trim`, EOS after
-        each text) or "wordpiece" (spiece_model is then a BERT vocab.txt: a decoder-only
-        LM's prompt and continuation, `lm_tokenize_and_trim`).
+      layout: the family's input layout (`cmrcx.vocab.layouts`, or its name): "t5" (a
+        seq2seq model: `tokenize_and_trim`, EOS after each text) or a causal one, "gpt2"
+        (spiece_model is then a BERT vocab.txt: a decoder-only LM's prompt and
+        continuation, `lm_tokenize_and_trim`).
 
     Returns the task names, in `TASKS` order. Registering again replaces them.
     """
@@ -284,15 +285,14 @@ def register(
         raise ValueError("register: no data dirs given, so no LOT generation task to register")
     if min(max_length, target_length) < 2:
         raise ValueError(f"lengths {max_length}/{target_length}: room for a token and EOS needed")
-    if vocabulary_kind == "wordpiece":
-        vocabulary, sentinel = WordPieceVocabulary(spiece_model), WORDPIECE_SENTINEL
+    layout = layouts.layout(layout)
+    vocabulary = layout.vocabulary(spiece_model)
+    if layout.causal:  # a decoder-only LM continues its prompt
+        sentinel = WORDPIECE_SENTINEL
         tokenize = functools.partial(lm_tokenize_and_trim, sentinel=sentinel)
-    elif vocabulary_kind == "sentencepiece":
-        vocabulary = T5SentencePieceVocabulary(spiece_model)
-        sentinel, tokenize = SENTINEL_TOKEN.format(FIRST_SENTINEL), tokenize_and_trim
     else:
-        raise ValueError(f"vocabulary_kind {vocabulary_kind!r}: use one of {VOCABULARY_KINDS}")
-    add_eos = vocabulary_kind == "sentencepiece"  # the LM texts end in [SEP] already
+        sentinel, tokenize = SENTINEL_TOKEN.format(FIRST_SENTINEL), tokenize_and_trim
+    add_eos = not layout.causal  # the LM texts end in [SEP] already
     features = {key: seqio.Feature(vocabulary, add_eos=add_eos) for key in ("inputs", "targets")}
     names = []
     for row in TASKS.values():

@@ -7,8 +7,8 @@ ClozeT variant ``"lot_clozet_longlm_authors"``), the task ``<task>_<vocabulary_n
 `cmrcx.datasets.lot` (the official jsonl files read unchanged), one example per record,
 built by the token layout of `cmrcx.benchmarks.lot.understanding`:
 
-  layout "wordpiece" (BERT family: vocab.txt), "wordpiece_causal" (GPT-2: vocab.txt, the
-      context token last) or "sentencepiece" (T5 family: spiece.model),
+  the family's input layout (`cmrcx.vocab.layouts` `Layout.pointer`): "bert" (vocab.txt),
+      "gpt2" (vocab.txt, the context token last) or "t5" (spiece.model),
       input_ids, token_type_ids, input_mask [max_length]; candidate_positions,
       candidate_mask [candidates]; context_position, label [] (-1 in a test file);
       example_index [] (the record's index in the split, for decoding).
@@ -38,32 +38,13 @@ from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.datasets import lot as lot_tfds
 from cmrcx.tasks import task_name
 from cmrcx.tasks.sources import FileOrderSource
-from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-from cmrcx.vocab.wordpiece import WordPieceVocabulary
+from cmrcx.vocab import layouts
 
 TASKS = understanding.TASKS  # run task -> its LOT data task
 AUTHORS = understanding.AUTHORS_TASK
-LAYOUT_KINDS = ("wordpiece", "wordpiece_causal", "sentencepiece")
 SPLITS = ("train", "validation", "test")
 _NUMBERS = seqio.PassThroughVocabulary(size=0)
 _POINTER_FEATURES = ("candidate_positions", "candidate_mask")
-
-
-def vocabulary_for(layout: str, vocab_file: str, lower_case: bool = True):
-    """The vocabulary object of a layout kind: WordPiece (vocab.txt) or SentencePiece."""
-    if layout.startswith("wordpiece"):
-        return WordPieceVocabulary(vocab_file, lower_case=lower_case)
-    if layout == "sentencepiece":
-        return T5SentencePieceVocabulary(vocab_file)
-    raise ValueError(f"layout {layout!r}: use one of {', '.join(LAYOUT_KINDS)}")
-
-
-def special_ids(layout: str, vocabulary):
-    """The layout's special ids from the vocabulary (`understanding.WordPieceIds` /
-    `SentencePieceIds`)."""
-    if layout.startswith("wordpiece"):
-        return understanding.WordPieceIds.from_vocabulary(vocabulary)
-    return understanding.SentencePieceIds.from_vocabulary(vocabulary)
 
 
 @functools.lru_cache(maxsize=16)
@@ -90,15 +71,15 @@ def num_candidates(data_task: str, data_dir: str, cache_dir: str | None) -> int:
     return most
 
 
-def _layout_fn(task: str, layout: str):
+def _layout_fn(task: str, layout: layouts.Layout):
     if task == AUTHORS:
         return understanding.clozet_longlm_authors
-    return understanding.LAYOUTS[(TASKS[task], layout)]
+    return layout.pointer(TASKS[task])
 
 
-def examples(task, layout, vocabulary, records, max_length, candidates):
+def examples(task, layout: layouts.Layout, vocabulary, records, max_length, candidates):
     """One padded feature dict per record, in order, built as it is asked for."""
-    ids = special_ids(layout, vocabulary)
+    ids = layout.pointer_ids(vocabulary)
     encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
     build = _layout_fn(task, layout)
     for index, record in enumerate(records):
@@ -188,7 +169,7 @@ def register(
     vocab_file: str,
     data_dirs: Mapping[str, str],
     *,
-    layout: str = "wordpiece",
+    layout: str | layouts.Layout = "bert",
     max_length: int = 512,
     lower_case: bool = True,
     tfds_cache_dir: str | None = None,
@@ -198,9 +179,9 @@ def register(
     Args:
       data_dirs: task (``"lot_clozet"``, ``"lot_senpos"``, ``"lot_clozet_longlm_authors"``)
         -> the folder of its official train.jsonl / val.jsonl / test.jsonl.
-      layout: "wordpiece" (vocab_file a BERT vocab.txt), "wordpiece_causal" (the same
-        vocabulary, laid out for a causal decoder) or "sentencepiece" (an spiece.model);
-        the authors' variant is SentencePiece whatever is given.
+      layout: the family's input layout (`cmrcx.vocab.layouts`, or its name): "bert"
+        (vocab_file a BERT vocab.txt), "gpt2" (the same vocabulary, laid out for a causal
+        decoder) or "t5" (an spiece.model); the authors' variant is T5's whatever is given.
       max_length: tokens per example (the paper's 512); the authors' targets are one
         longer (the gold sentinel).
 
@@ -210,8 +191,8 @@ def register(
     for task, data_dir in data_dirs.items():
         if task not in TASKS:
             raise ValueError(f"LOT understanding task {task!r}: use one of {', '.join(TASKS)}")
-        kind = "sentencepiece" if task == AUTHORS else layout
-        vocabulary = vocabulary_for(kind, vocab_file, lower_case)
+        kind = layouts.T5 if task == AUTHORS else layouts.layout(layout)
+        vocabulary = kind.vocabulary(vocab_file, lower_case)
         candidates = num_candidates(TASKS[task], data_dir, tfds_cache_dir)
         name = task_name(task, vocabulary_name)
         seqio.TaskRegistry.remove(name)

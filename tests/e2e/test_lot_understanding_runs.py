@@ -170,6 +170,6 @@ def test_gpt2_smoke_run(tmp_path):
     run = launch.run_config_from_gin()
     assert type(run.model).__name__ == "GPT2Config" and run.model.n_embd == 32
     runner = Runner(run)
-    assert runner.task.layout == "wordpiece_causal"
+    assert runner.task.layout.name == "gpt2" and runner.task.layout.causal
     state, _ = runner.train()
     assert 0.0 <= runner.evaluate(state, 2, "validation")["accuracy"] <= 1.0

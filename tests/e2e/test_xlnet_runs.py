@@ -77,7 +77,7 @@ def test_local_tiny_gives_a_tiny_xlnet_and_its_vocabulary(tmp_path):
 )
 def test_smoke_run_of_xlnet_reading_comprehension(tmp_path, experiment, folder, metrics):
     run = _tiny_run(tmp_path, experiment, package_path(f"data/clue_mrc_sample/{folder}"))
-    assert build_run_task(run).input_layout == "xlnet"
+    assert build_run_task(run).layout.name == "xlnet"
     runner = Runner(run)
     state, losses = runner.train()
     assert [step for step, _ in losses] == [1, 2]
@@ -99,7 +99,7 @@ def test_xlnet_chid_run_reads_the_xlnet_layout(tmp_path):
     checks the features): the Table 7 gin, local_tiny.gin and the XLNet input layout."""
     run = _tiny_run(tmp_path, "clue_chid11_xlnet_mid.gin", CHID)
     assert (run.task, run.vocabulary_name, run.model.d_model) == ("clue_chid11", "xlnet_mid", 32)
-    assert build_run_task(run).input_layout == "xlnet"
+    assert build_run_task(run).layout.name == "xlnet"
 
 
 @pytest.mark.slow  # 45 s to 2 min on 2 cores (train with evaluations, then the test split)

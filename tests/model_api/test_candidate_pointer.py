@@ -26,6 +26,7 @@ from cmrcx.model_api.candidate_pointer import (
 )
 from cmrcx.model_api.multiple_choice import MASKED_LOGIT
 from cmrcx.models import bert, gpt2, registry, t5
+from cmrcx.vocab import layouts
 
 BERT = bert.BertConfig(
     vocab_size=300, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
@@ -55,13 +56,14 @@ RECORDS = [
 ]
 
 
-def pointer_batch(kind: str, example_mask=(1, 1, 1)) -> dict[str, np.ndarray]:
-    """The three records laid out for `kind`, padded to LENGTH and CANDIDATES."""
-    ids = SENTENCEPIECE if kind == "sentencepiece" else WORDPIECE
+def pointer_batch(kind: layouts.Layout, example_mask=(1, 1, 1)) -> dict[str, np.ndarray]:
+    """The three records laid out for the input layout `kind`, padded to LENGTH and
+    CANDIDATES."""
+    ids = SENTENCEPIECE if kind is layouts.T5 else WORDPIECE
     rows = []
     for record in RECORDS:
         task = "clozet" if isinstance(record, ClozeTRecord) else "senpos"
-        example = understanding.LAYOUTS[task, kind](record, tokenize, ids, LENGTH)
+        example = kind.pointer(task)(record, tokenize, ids, LENGTH)
         rows.append(understanding.pad_example(example, LENGTH, CANDIDATES))
     batch = {key: np.stack([row[key] for row in rows]) for key in rows[0]}
     return {**batch, "example_mask": np.array(example_mask, np.int32)}
@@ -74,7 +76,7 @@ def pointer_model(family: str):
     network = registry.network(config, "candidate_pointer")
     model = CandidatePointerModel(network, max_length=LENGTH, num_candidates=CANDIDATES)
     row = registry.family_of(config)
-    kind = understanding.layout_kind(row.vocabulary, row.causal)
+    kind = row.layout
     init = jax.jit(lambda rng: meta.unbox(model.init(rng, model.example_batch(2))["params"]))
     params = init(jax.random.key(0))
     model.score_batch = jax.jit(model.score_batch)
@@ -212,8 +214,8 @@ def test_a_family_gives_its_token_states_through_its_row():
     encoder gets the same pointer, its parameters under its name; a row with neither
     gets a clear error."""
     row = registry.Family(
-        name="causal_toy", config_class=CausalToyConfig, vocabulary="sentencepiece",
-        vocab_file="spiece.model", hf_model_types=("causal_toy",),
+        name="causal_toy", config_class=CausalToyConfig, layout=layouts.T5,
+        hf_model_types=("causal_toy",),
         token_states=lambda config, name: CausalToyStates(config, name=name),
     )  # fmt: skip
     registry.register(row)
@@ -222,7 +224,7 @@ def test_a_family_gives_its_token_states_through_its_row():
         model = CandidatePointerModel(network, max_length=LENGTH, num_candidates=CANDIDATES)
         params = model.init(jax.random.key(0), model.example_batch(1))["params"]
         assert model.encoder_name == "causal_toy" and set(params) == {"causal_toy"}
-        batch = pointer_batch("sentencepiece")
+        batch = pointer_batch(layouts.T5)
         states = CausalToyStates(CausalToyConfig()).apply(
             {"params": params["causal_toy"]}, batch["input_ids"], None, None
         )

@@ -99,7 +99,7 @@ def test_lot_texts_as_a_prompt_and_its_continuation(tiny_vocab, tmp_path):
     (name,) = generation.register(
         "gpt2_test", tiny_vocab, {"lot_plotcom": package_path("data/lot_sample/plotcom")},
         max_length=48, target_length=16, tfds_cache_dir=str(tmp_path),
-        vocabulary_kind="wordpiece",
+        layout="gpt2",
     )  # fmt: skip
     task = seqio.get_mixture_or_task(name)
     vocabulary = task.output_features["inputs"].vocabulary

@@ -31,6 +31,7 @@ from cmrcx import convert, export, train
 from cmrcx.common.paths import package_path
 from cmrcx.models import registry
 from cmrcx.models.common import kernel_init, zeros_init
+from cmrcx.vocab import layouts
 from cmrcx.weights import FAMILY_FUNCTIONS, exports, hf_io, table
 from cmrcx.weights import bert as bert_weights
 from cmrcx.weights import t5 as t5_weights
@@ -145,8 +146,7 @@ def write_hf_dir(out: str, params, config: ToyConfig, vocab_file: str | None) ->
 TOY = registry.Family(
     name="toy",
     config_class=ToyConfig,
-    vocabulary="wordpiece",
-    vocab_file="vocab.txt",
+    layout=layouts.BERT,
     hf_model_types=("toy",),
     encoder=_toy_encoder,
     head_options=_toy_heads,

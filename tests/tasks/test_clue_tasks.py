@@ -29,6 +29,7 @@ from cmrcx.common.errors import MissingSplitError
 from cmrcx.datasets import clue as clue_tfds
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.tasks.clue import classification as clue_tasks
+from cmrcx.vocab import layouts
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 DATA = Path(cmrcx.data.__file__).parent
@@ -432,8 +433,8 @@ def test_framing_equals_the_runner_for_all_small_lengths() -> None:
                 "line_number": tf.TensorSpec([], tf.int32),
             },
         )
-        framed = clue_tasks.bert_classification_inputs(
-            dataset, max_length=max_length, cls_id=101, sep_id=102, pad_id=0
+        framed = clue_tasks.classification_inputs(
+            dataset, layout=layouts.BERT, max_length=max_length, ids=layouts.SpecialIds(101, 102, 0)
         )
         for (a, b), ex in zip(pairs, framed.as_numpy_iterator(), strict=True):
             expected = _runner_features(a, b, max_length)
@@ -453,12 +454,8 @@ def _encode_pairs(vocab, pairs, max_length: int) -> list[dict[str, np.ndarray]]:
         }
     )
     dataset = clue_tasks.tokenize_pair(dataset, vocab)
-    dataset = clue_tasks.bert_classification_inputs(
-        dataset,
-        max_length=max_length,
-        cls_id=vocab.cls_id,
-        sep_id=vocab.sep_id,
-        pad_id=vocab.pad_id,
+    dataset = clue_tasks.classification_inputs(
+        dataset, layout=layouts.BERT, max_length=max_length, ids=layouts.BERT.special_ids(vocab)
     )
     return list(dataset.as_numpy_iterator())
 
@@ -543,7 +540,7 @@ def test_task_datasets_keep_file_order_ids_and_labels(tasks, vocab) -> None:
     task = seqio.get_mixture_or_task("clue_csl_cluetest")
     assert [p.func for p in task.preprocessors] == [
         clue_tasks.tokenize_pair,
-        clue_tasks.bert_classification_inputs,
+        clue_tasks.classification_inputs,
     ]
     spec = task.get_dataset(sequence_length=None, split="test", shuffle=False).element_spec
     for key in ("input_ids", "token_type_ids", "input_mask"):

@@ -91,9 +91,9 @@ def _frame(vocab, pairs, max_length):
         }
     )
     dataset = clue_tasks.tokenize_pair(dataset, vocab)
-    dataset = clue_tasks.xlnet_classification_inputs(
-        dataset, max_length=max_length, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
-        pad_id=vocab.pad_id,
+    dataset = clue_tasks.classification_inputs(
+        dataset, layout=layouts.XLNET, max_length=max_length,
+        ids=layouts.XLNET.special_ids(vocab),
     )  # fmt: skip
     return list(dataset.as_numpy_iterator())
 

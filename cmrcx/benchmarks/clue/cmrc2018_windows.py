@@ -425,7 +425,7 @@ def nbest_answers(
     n_best: int = N_BEST,
     max_answer_tokens: int = MAX_ANSWER_TOKENS,
     keep_whitespace: bool = False,
-    input_layout: str = "bert",
+    covered_text: bool = False,
 ) -> list[AnswerCandidate]:
     """The n-best answers of one question, best first ([OUT] ``write_predictions``).
 
@@ -437,10 +437,11 @@ def nbest_answers(
       vocab_tokens: the vocabulary's tokens by id (to rebuild the predicted piece text).
       keep_whitespace: return the context slice, whitespace kept, instead of the baseline's
         doc tokens joined without it.
-      input_layout: "xlnet" for windows of `cmrc2018_xlnet` (pieces with their own
-        character ranges): a span's text is the characters from its first piece's start
-        to its last piece's end, stripped (CLUE's XLNet ``write_predictions``);
-        ``vocab_tokens`` and ``keep_whitespace`` are then not used.
+      covered_text: for windows of `cmrc2018_xlnet` (pieces with their own character
+        ranges; `cmrcx.vocab.layouts` `Layout.answers_cover_pieces`): a span's text is the
+        characters from its first piece's start to its last piece's end, stripped (CLUE's
+        XLNet ``write_predictions``); ``vocab_tokens`` and ``keep_whitespace`` are then
+        not used.
 
     Returns:
       Up to ``n_best`` candidates with distinct texts; ``[("empty", -1, -1, 0, 0)]`` if no
@@ -463,7 +464,7 @@ def nbest_answers(
         if len(nbest) >= n_best:
             break
         window = {key: value[w] for key, value in windows.items()}
-        if input_layout == "xlnet":
+        if covered_text:
             text, start_char, end_char = _covered_text(context, window, start, end)
         else:
             text, start_char, end_char = _candidate(
@@ -491,7 +492,7 @@ def predict_answers(
       questions: the split's questions (``windows["example_index"]`` indexes them).
       windows: `split_windows` output (or the same arrays in any window order).
       start_logits, end_logits: float [N, length], one row per window.
-      **kwargs: n_best, max_answer_tokens, keep_whitespace, input_layout (see
+      **kwargs: n_best, max_answer_tokens, keep_whitespace, covered_text (see
         `nbest_answers`).
     """
     example_index = np.asarray(windows["example_index"])

@@ -28,7 +28,7 @@ CMRC 2018 / DRCD), [XL] below:
    whose characters come out reversed (``answer_start`` -1, see
    `baseline_answer_chars`) has no span: every window of it points at <cls>, where [XL]
    would fail its ``assert tok_start_position <= tok_end_position``.
-4. Decoding (`cmrc2018_windows.nbest_answers` with ``input_layout="xlnet"``): the text of
+4. Decoding (`cmrc2018_windows.nbest_answers` with ``covered_text=True``): the text of
    a span is the passage's characters from its first piece's first to its last piece's
    last character, stripped ([XL] ``write_predictions``:
    ``paragraph_text[start_orig_pos: end_orig_pos + 1].strip()``), so the official

@@ -150,7 +150,7 @@ def example(
     """
     if isinstance(record, UNDERSTANDING):
         kind = "clozet" if isinstance(record, ClozeTRecord) else "senpos"
-        layout = understanding.LAYOUTS[(kind, "sentencepiece")]
+        layout = understanding.SENTENCEPIECE_LAYOUTS[kind]
         inputs = layout(record, tokenize, ids, max_length)["input_ids"]
         sentinels = [ids.sentinels[k + 1] for k in range(num_candidates(record))]
         gold = [] if record.label is None else [sentinels[record.label]]

@@ -288,22 +288,11 @@ TASKS = {
 }
 AUTHORS_TASK = "lot_clozet_longlm_authors"
 
-# (task, layout kind) -> layout; the kind is the family's vocabulary, "_causal" for a
-# decoder-only family (`cmrcx.models.registry.Family.causal`; `layout_kind`).
-LAYOUTS = {
-    ("clozet", "wordpiece"): clozet_wordpiece,
-    ("clozet", "wordpiece_causal"): clozet_wordpiece_causal,
-    ("senpos", "wordpiece_causal"): senpos_wordpiece,  # its context is already last
-    ("clozet", "sentencepiece"): clozet_sentencepiece,
-    ("senpos", "wordpiece"): senpos_wordpiece,
-    ("senpos", "sentencepiece"): senpos_sentencepiece,
-}
-
-
-def layout_kind(vocabulary: str, causal: bool) -> str:
-    """The layout kind of a family's vocabulary ("wordpiece" | "sentencepiece") and
-    causality: SentencePiece layouts are read causally already (T5's decoder states)."""
-    return f"{vocabulary}_causal" if causal and vocabulary == "wordpiece" else vocabulary
+# A model family's layout of each task is its input layout's `pointer`
+# (`cmrcx.vocab.layouts`: "bert" the WordPiece ones, "gpt2" `clozet_wordpiece_causal` and
+# `senpos_wordpiece`, whose context is already last, "t5" the SentencePiece ones, which
+# T5's decoder states read causally already).
+SENTENCEPIECE_LAYOUTS = {"clozet": clozet_sentencepiece, "senpos": senpos_sentencepiece}
 
 
 # --- Trimming and building -----------------------------------------------------------

@@ -39,10 +39,10 @@ from cmrcx.training.run_tasks.base import RunTask, announce, register
 from cmrcx.vocab import layouts
 
 
-def input_layout(run) -> str:
-    """The run's model family's input layout (`cmrcx.models.registry.Family.input_layout`,
+def run_layout(run) -> layouts.Layout:
+    """The run's model family's input layout (`cmrcx.models.registry.Family.layout`,
     `cmrcx.vocab.layouts`): it chooses the vocabulary and the frame of every CLUE task."""
-    return registry.family_of(run.model).input_layout
+    return registry.family_of(run.model).layout
 
 
 # --- Classification ------------------------------------------------------------------------
@@ -61,7 +61,7 @@ class ClueClassificationRunTask(RunTask):
             max_length=run.max_length,
             lower_case=run.lower_case,
             tfds_cache_dir=run.tfds_cache_dir,
-            input_layout=input_layout(run),
+            layout=run_layout(run),
         )
         self.score_task = self.train_task
         network = registry.network(run.model, "classification", num_classes=self.row.num_classes)
@@ -139,7 +139,7 @@ class ClueMrcRunTask(RunTask):
     def __init__(self, run):
         self.run, self.row = run, READING_TASKS[run.task]
         self.name = self.row.name
-        self.input_layout = input_layout(run)
+        self.layout = run_layout(run)
         (self.train_task,) = clue_mrc_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
@@ -149,10 +149,10 @@ class ClueMrcRunTask(RunTask):
             tfds_cache_dir=run.tfds_cache_dir,
             doc_stride=run.doc_stride,
             train_split=run.train_split,
-            input_layout=self.input_layout,
+            layout=self.layout,
         )
         self.score_task = self.train_task
-        self.vocabulary = layouts.vocabulary(self.input_layout, run.vocab_file, run.lower_case)
+        self.vocabulary = self.layout.vocabulary(run.vocab_file, run.lower_case)
         if self.row.problem == SPAN:
             self.model = SpanExtractionModel(registry.network(run.model, "span"), run.max_length)
         else:
@@ -184,7 +184,7 @@ class ClueMrcRunTask(RunTask):
             run.doc_stride,
             run.tfds_cache_dir,
             training=split == run.train_split,
-            input_layout=self.input_layout,
+            layout=self.layout,
         )
 
     def count_examples(self, split: str) -> int:
@@ -265,7 +265,7 @@ class MrcEvaluation:
             scores[:, 1],
             self.run_task.vocabulary.tokens,
             keep_whitespace=True,
-            input_layout=self.run_task.input_layout,
+            covered_text=self.run_task.layout.answers_cover_pieces,
         )
 
         def write(directory, file_name):

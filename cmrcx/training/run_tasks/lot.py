@@ -13,7 +13,6 @@ import seqio
 import tensorflow as tf
 
 from cmrcx.benchmarks.lot import formats as lot_formats
-from cmrcx.benchmarks.lot import understanding as understanding_layouts
 from cmrcx.common.errors import ConfigError
 from cmrcx.datasets import lot as lot_tfds
 from cmrcx.model_api.candidate_pointer import CandidatePointerModel, LongLMAuthorsClozeModel
@@ -25,15 +24,16 @@ from cmrcx.tasks.lot import pretraining as longlm_tasks
 from cmrcx.tasks.lot import understanding as lot_understanding
 from cmrcx.training.run_tasks.base import RunTask, announce, metric_lines, register
 from cmrcx.training.run_tasks.longlm import note_special_id_differences, until_eos
+from cmrcx.vocab import layouts
 
 
 class LotUnderstandingRunTask(RunTask):
     """ClozeT or SenPos with the paper's candidate pointer (section 5.2) for the run's
     model family, or the LongLM authors' ClozeT step (`lot_clozet_longlm_authors`).
 
-    The layout follows the family's vocabulary and causality (WordPiece: BERT; causal
-    WordPiece: GPT-2, the context token last; SentencePiece: T5, whose decoder states the
-    pointer reads); `cmrcx.benchmarks.lot.understanding` shows
+    The layout is the family's input layout's (`cmrcx.vocab.layouts`: "bert" WordPiece;
+    "gpt2" causal WordPiece, the context token last; "t5" SentencePiece, whose decoder
+    states the pointer reads); `cmrcx.benchmarks.lot.understanding` shows
     each with an example. Evaluation writes MODEL_DIR/predictions/<task>_<split>.jsonl:
     the split's file line for line, inputs unchanged, the predicted label in the gold
     file's type (`formats.write_predictions`), so the official eval.py and
@@ -43,9 +43,7 @@ class LotUnderstandingRunTask(RunTask):
     def __init__(self, run):
         self.run, self.name = run, run.task
         self.data_task = lot_understanding.TASKS[run.task]
-        family = registry.family_of(run.model)
-        # "wordpiece" | "wordpiece_causal" (GPT-2) | "sentencepiece"
-        self.layout = understanding_layouts.layout_kind(family.vocabulary, family.causal)
+        self.layout = registry.family_of(run.model).layout
         (self.train_task,) = lot_understanding.register(
             run.vocabulary_name,
             run.vocab_file,
@@ -87,10 +85,10 @@ class LotUnderstandingRunTask(RunTask):
         return metric_lines(self.name, results, split, fractions=True)
 
 
-def _check_special_ids_fit(run, layout: str) -> None:
+def _check_special_ids_fit(run, layout) -> None:
     """ConfigError when a marker id the layout needs is past the model's embedding rows
     (`<sep>`/`<mask>` appended after a SentencePiece vocabulary that lacks them)."""
-    if layout != "sentencepiece":
+    if not layout.appends_markers:
         return
     task = seqio.get_mixture_or_task(lot_understanding.task_name(run.task, run.vocabulary_name))
     key = "inputs" if run.task == lot_understanding.AUTHORS else "input_ids"
@@ -100,7 +98,7 @@ def _check_special_ids_fit(run, layout: str) -> None:
 def check_marker_ids_fit(run, vocabulary) -> None:
     """ConfigError when `<sep>`/`<mask>` (appended after a SentencePiece vocabulary without
     them) or a sentinel is past the model's embedding rows."""
-    ids = lot_understanding.special_ids("sentencepiece", vocabulary)
+    ids = layouts.T5.pointer_ids(vocabulary)
     highest = max(ids.sep, ids.mask, *ids.sentinels)
     if highest >= run.model.vocab_size:
         raise ConfigError(
@@ -189,9 +187,9 @@ class LotGenerationRunTask(RunTask):
             target_length=run.target_length,
             tfds_cache_dir=run.tfds_cache_dir,
             drop_last_char_without_eos=run.drop_last_char_without_eos,
-            vocabulary_kind=family.vocabulary,
+            layout=family.layout,
         )
-        if family.vocabulary == "sentencepiece":
+        if not self.causal:  # an encoder-decoder's (T5Config's) pad / eos ids
             note_special_id_differences(run, self.row_task)
         self.lengths = {"inputs": run.max_length, "targets": run.target_length}
         splits = list(generation_tasks.SPLITS)

@@ -146,7 +146,7 @@ def test_cmrc2018_answer_round_trip_over_windows_and_max_context(vocab):
     end_logits[best, windows["end_position"][best]] = 10
     windows["token_is_max_context"][best] = windows["token_char_start"][best] >= 0
     predictions = spans.predict_answers(
-        [question], windows, start_logits, end_logits, vocab.tokens, input_layout="xlnet"
+        [question], windows, start_logits, end_logits, vocab.tokens, covered_text=True
     )
     assert predictions == {"Q0": "天安门广场"}
 

@@ -18,6 +18,8 @@ from cmrcx.benchmarks.lot.understanding import (
 )
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.paths import package_path
+from cmrcx.models import registry
+from cmrcx.vocab import layouts
 
 WORDPIECE = WordPieceIds(cls=101, sep=102, gap=1, end=2)
 SENTENCEPIECE = SentencePieceIds(eos=1, sep=4, mask=6, sentinels=tuple(499 - k for k in range(100)))
@@ -196,8 +198,9 @@ def test_long_stories_with_the_real_vocabularies(tiny_vocab):
         (sentencepiece, SentencePieceIds.from_vocabulary(sentencepiece)),
     ):
         kind = "wordpiece" if isinstance(ids, WordPieceIds) else "sentencepiece"
+        layout = layouts.BERT if kind == "wordpiece" else layouts.T5
         for task, record in (("clozet", clozet), ("senpos", senpos)):
-            example = understanding.LAYOUTS[task, kind](record, vocabulary.encode, ids, 512)
+            example = layout.pointer(task)(record, vocabulary.encode, ids, 512)
             tokens = example["input_ids"]
             assert tokens.size == 512, (task, kind)
             assert len(example["candidate_positions"]) == (2 if task == "clozet" else 3)
@@ -314,11 +317,12 @@ def test_senpos_sentinels_run_out():
 def test_causal_layouts_put_the_context_last():
     """A decoder-only family (GPT-2) reads a layout whose context state has read every
     candidate and the whole story: the context is the last marker."""
-    assert understanding.layout_kind("wordpiece", True) == "wordpiece_causal"
-    assert understanding.layout_kind("sentencepiece", True) == "sentencepiece"
-    assert understanding.layout_kind("wordpiece", False) == "wordpiece"
+    assert registry.family("gpt2").layout is layouts.GPT2 and layouts.GPT2.causal
+    assert registry.family("t5").layout is layouts.T5 and not layouts.BERT.causal
+    assert layouts.GPT2.pointer("clozet") is understanding.clozet_wordpiece_causal
+    assert layouts.BERT.pointer("clozet") is understanding.clozet_wordpiece
     for task, record in (("clozet", CLOZET), ("senpos", SENPOS)):
-        example = understanding.LAYOUTS[task, "wordpiece_causal"](record, tokenize, WORDPIECE)
+        example = layouts.GPT2.pointer(task)(record, tokenize, WORDPIECE)
         assert example["context_position"] > example["candidate_positions"].max()
         ids = list(example["input_ids"])
         assert example["context_position"] >= len(ids) - 2
