@@ -24,12 +24,13 @@ BRANCHES = re.compile(
     r"|\.startswith\(\"(wordpiece|sentencepiece)"
     r"|hasattr\(\w*vocab\w*,"
     r"|isinstance\(\w*vocab\w*, \w*Vocabulary\)"
-    r"|vocab_file\.endswith\("
+    r"|(vocab_file|spiece)\.endswith\("
 )
 # Files that still branch, each with why: the lead routes them through the layouts.
 ALLOWED = {
-    # cmrcx.generate holds an export's vocabulary: `_is_wordpiece` should become
-    # registry.family_of(config).layout (its `causal` decides [CLS] prompts and decoding).
+    # cmrcx.generate holds an export's vocabulary: `_is_wordpiece` (hasattr) and
+    # `load_vocabulary` (file extension) should become registry.family_of(config).layout
+    # (its `vocabulary`; its `causal` decides [CLS] prompts and decoding).
     "cmrcx/generate.py": "to route through the export family's layout",
     # RunConfig.checked's vocabulary checks go by file extension; run_config.py is being
     # split into per-run-task options by another item of issue 39.
@@ -76,6 +77,7 @@ def test_the_grep_catches_the_old_branches():
         'if not hasattr(vocabulary, "token_to_id"):',
         "if isinstance(vocabulary, WordPieceVocabulary):",
         'if not run.vocab_file.endswith(".txt"):',
+        "if not spiece.endswith(SENTENCEPIECE_FILE):",
     ):
         assert BRANCHES.search(line), line
     for line in ('if config.embedding_layout == "albert":', 'if layout == "same":'):

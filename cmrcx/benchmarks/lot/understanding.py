@@ -4,7 +4,8 @@ The paper's method (Guan et al. 2022, section 5.2) dots each candidate's state w
 context state: ClozeT, the state at the end of each candidate against the one "at the
 position of the removed sentence"; SenPos, the state at each candidate position against
 the one at the end of the removed sentence. The paper gives no token layout: the ones
-below are ours, one per (task, vocabulary kind), each a function
+below are ours, one per (task, input layout: `cmrcx.vocab.layouts` `Layout.pointer`
+picks them), each a function
     layout(record, tokenize, ids, max_length) -> example
 with `tokenize` text -> ids (a vocabulary's `encode`: no [CLS]/[SEP]/EOS), `ids` the
 special ids (`WordPieceIds` / `SentencePieceIds.from_vocabulary(vocabulary)`) and the
