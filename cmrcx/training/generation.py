@@ -134,7 +134,10 @@ def _is_id_list(line: str, vocab) -> bool:
 
 
 def _is_wordpiece(vocab) -> bool:
-    return hasattr(vocab, "cls_id")
+    """A WordPiece vocabulary (a decoder-only model's, GPT-2's): BERT's layout reads it."""
+    from cmrcx.vocab import layouts  # seqio and TensorFlow: after launch.prepare_process()
+
+    return isinstance(layouts.of_vocabulary(vocab), layouts.BertLayout)
 
 
 def lot_task_of(path: str, task_flag: str | None) -> str | None:
@@ -260,24 +263,18 @@ def readable_text(vocab, ids: Sequence[int]) -> str:
     return vocab.decode([i for i in ids if i not in special and i < vocab.piece_size])
 
 
-def load_vocabulary(spiece: str, model_vocab_size: int):
-    """The export's T5SentencePieceVocabulary (or WordPieceVocabulary of a vocab.txt);
-    ConfigError if it is not the model's."""
-    # TensorFlow loads with the vocabularies: after launch.prepare_process().
-    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-    from cmrcx.vocab.wordpiece import WordPieceVocabulary
-
-    try:
-        if not spiece.endswith(SENTENCEPIECE_FILE):
-            vocab = WordPieceVocabulary(spiece)
-        else:
-            vocab = T5SentencePieceVocabulary(spiece)
-    except (OSError, ValueError) as error:
+def load_vocabulary(spiece: str, config):
+    """The export's vocabulary, read as its family's input layout reads it (T5's
+    SentencePiece, GPT-2's WordPiece vocab.txt); ConfigError if it is not the model's."""
+    layout = registry.family_of(config).layout
+    try:  # TensorFlow loads with the vocabularies: after launch.prepare_process()
+        vocab = layout.vocabulary(spiece)
+    except (OSError, ValueError, RuntimeError) as error:
         raise ConfigError(str(error)) from error
-    if vocab.vocab_size > model_vocab_size:
+    if vocab.vocab_size > config.vocab_size:
         raise ConfigError(
             f"{spiece} has {vocab.vocab_size} ids with its sentinels, the model only "
-            f"{model_vocab_size}: not this model's vocabulary"
+            f"{config.vocab_size}: not this model's vocabulary"
         )
     return vocab
 
@@ -344,7 +341,7 @@ def write_generations(
     """Decodes every input of `input_path` (a LOT `lot_task` file, or lines when None) and
     writes `output`; returns how many inputs there were. Call after
     `launch.prepare_process()`: the vocabulary loads TensorFlow."""
-    vocab = load_vocabulary(vocab_path, config.vocab_size)
+    vocab = load_vocabulary(vocab_path, config)
     if not _is_wordpiece(vocab):
         note_special_id_differences(config, vocab, vocab_path)
     if lot_task is None:

@@ -28,10 +28,6 @@ BRANCHES = re.compile(
 )
 # Files that still branch, each with why: the lead routes them through the layouts.
 ALLOWED = {
-    # cmrcx.generate holds an export's vocabulary: `_is_wordpiece` (hasattr) and
-    # `load_vocabulary` (file extension) should become registry.family_of(config).layout
-    # (its `vocabulary`; its `causal` decides [CLS] prompts and decoding).
-    "cmrcx/generate.py": "to route through the export family's layout",
     # RunConfig.checked's vocabulary checks go by file extension; run_config.py is being
     # split into per-run-task options by another item of issue 39.
     "cmrcx/training/run_config.py": "to route through the family's layout (a Layout check)",

@@ -123,7 +123,7 @@ def prepare(args) -> dict:
     shutil.copyfile(args.spiece, work / EXPORT_DIR / generate.SENTENCEPIECE_FILE)
     t5_weights.write_hf_dir(str(work / HF_DIR), params, config, None)
     launch.prepare_process()  # before the vocabulary imports TensorFlow
-    vocab = generate.load_vocabulary(args.spiece, config.vocab_size)
+    vocab = generate.load_vocabulary(args.spiece, config)
     _, inputs = generate.read_lot_records(
         str(work / RECORDS_FILE), "outgen", vocab, max_input_length
     )
@@ -213,7 +213,7 @@ def cmrcx_setup(args):
     config, params, spiece = generate.load_export(export)
     generation = generation.checked(config.vocab_size)
     launch.prepare_process()
-    vocab = generate.load_vocabulary(spiece, config.vocab_size)
+    vocab = generate.load_vocabulary(spiece, config)
     _, inputs = generate.read_lot_records(records, "outgen", vocab, generation.max_input_length)
     if [source for _, source in inputs] != json.loads((work / IDS_FILE).read_text("utf-8")):
         raise SystemExit("cmrcx: read_lot_records's ids differ from prepare's")
