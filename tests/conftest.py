@@ -1,21 +1,23 @@
 """Fixtures every test folder shares: a clean gin state, the repository root, the bundled
 tiny vocabulary, a CLI runner (the entry points in a child process, as a user runs
 them) and a tiny-run builder (a `Runner` from a gin file and bindings, in process).
-Plain helpers that module-level code needs too are in `support.py`."""
+Plain helpers that module-level code needs too are in `support.py`; `tests` is a package
+(every folder has an `__init__.py`), so a test module imports another's helpers by their
+full name (`from tests.training.test_preemption import runner_for`), with nothing added to
+`sys.path`."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import gin
 import pytest
-from support import REPO_ROOT, run_cli_in
 
 import cmrcx  # noqa: F401  (first: it hides triton from torch; cmrcx/__init__.py says why)
+from tests.support import REPO_ROOT, run_cli_in
 
 # --- One persistent XLA compilation cache per test session ------------------------------
 # Compiling is most of a tiny test's time on the CPU, and the processes of a session (this
@@ -37,14 +39,6 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 def pytest_unconfigure(config):
     if os.environ.get(_JAX_CACHE_OWNER) == str(os.getpid()):
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
-
-
-# The folders mirror the package (models/, weights/, training/, tasks/, benchmarks/<name>/,
-# cli/, e2e/, tools/). Test modules import helpers from one another by module name (test
-# file names are unique across folders), so every folder is on the import path.
-for _folder in sorted(p for p in Path(__file__).parent.rglob("*") if p.is_dir()):
-    if _folder.name != "__pycache__" and str(_folder) not in sys.path:
-        sys.path.append(str(_folder))
 
 
 @pytest.fixture(autouse=True)

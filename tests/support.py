@@ -1,5 +1,5 @@
-"""Helpers for test modules (importable as `support`: pytest puts tests/ on the path for
-its conftest.py): the repository root derived from this file, never a machine path,
+"""Helpers for test modules (importable as `tests.support`; `tests` is a package): the
+repository root derived from this file, never a machine path,
 and the entry points run in a child process as a user runs them."""
 
 from __future__ import annotations

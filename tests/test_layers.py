@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import REPO_ROOT
+from tests.support import REPO_ROOT
 
 REPO = REPO_ROOT
 ENTRY_POINTS = {"train", "eval", "export", "score", "convert", "tokenize", "generate", "inspect",

@@ -17,7 +17,8 @@ import zipfile
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
-from support import REPO_ROOT
+
+from tests.support import REPO_ROOT
 
 # The supported Pythons: every one for which all pinned packages publish wheels.
 # TensorFlow 2.21.0 and tensorflow-text 2.21.1 have none for 3.14 (pip download

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue import c3
+from tests.support import REPO_ROOT
 
 DATA = REPO_ROOT / "cmrcx" / "data"
 # An indented command line and its backslash continuations.

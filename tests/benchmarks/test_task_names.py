@@ -4,7 +4,6 @@ an error that lists the accepted ones."""
 
 import gin
 import pytest
-from test_clue_fixtures import FIXTURES, write_lines
 
 from cmrcx import score
 from cmrcx.benchmarks import task_names
@@ -12,6 +11,7 @@ from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.cli import launch
 from cmrcx.common import errors, paths
+from tests.benchmarks.clue.test_clue_fixtures import FIXTURES, write_lines
 
 
 @pytest.mark.parametrize(

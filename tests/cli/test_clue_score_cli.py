@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import REPO_ROOT, run_cli_in
-from test_clue_fixtures import write_lines, write_task_dir
-
 from cmrcx.benchmarks.clue import TASKS
 from cmrcx.score import SCORERS
+from tests.benchmarks.clue.test_clue_fixtures import write_lines, write_task_dir
+from tests.support import REPO_ROOT, run_cli_in
 
 REPO = REPO_ROOT
 SAMPLE_DEV = REPO / "cmrcx/data/clue_sample/afqmc_public/dev.json"

@@ -15,7 +15,6 @@ import shutil
 import gin
 import numpy as np
 import pytest
-from test_sentencepiece_vocab import train_sample_model
 
 from cmrcx import convert, generate
 from cmrcx.cli import generation as generation_cli
@@ -25,6 +24,7 @@ from cmrcx.models.t5 import T5DecodeModel
 from cmrcx.training import generation
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.weights import exports
+from tests.vocab.test_sentencepiece_vocab import train_sample_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -135,7 +135,7 @@ def test_longlm_layout_export(tmp_path_factory, capsys):
     <pad> 5) and those ids in config.json (decoder start 1, as gen.py): the export
     carries them, text lines end in EOS 2, id 0 in a line is a token, and the output
     equals decoding.greedy on a batch padded with 0 rather than 5."""
-    from test_sentencepiece_vocab import train_xlnet_layout_model
+    from tests.vocab.test_sentencepiece_vocab import train_xlnet_layout_model
 
     root = tmp_path_factory.mktemp("longlm_layout")
     model = random_model()

@@ -9,12 +9,12 @@ import json
 import shutil
 
 import pytest
-from test_gpt2_model import reference_model
 
 from cmrcx import convert, generate
 from cmrcx.benchmarks.lot import formats
 from cmrcx.common.paths import package_path
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
+from tests.models.test_gpt2_model import reference_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

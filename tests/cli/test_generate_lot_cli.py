@@ -14,7 +14,6 @@ import re
 import gin
 import numpy as np
 import pytest
-from test_generate_cli import N, export  # noqa: F401 (the module-scoped export fixture)
 
 from cmrcx import generate
 from cmrcx.benchmarks.lot import formats, generation
@@ -25,6 +24,7 @@ from cmrcx.models.t5 import T5DecodeModel
 from cmrcx.tasks.lot.generation import decoded_output
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.weights import exports
+from tests.cli.test_generate_cli import N, export  # noqa: F401 (the module-scoped export fixture)
 
 OUTGEN_TEST = package_path("data/lot_sample/outgen/test.jsonl")  # no targets
 PLOTCOM_VAL = package_path("data/lot_sample/plotcom/val.jsonl")

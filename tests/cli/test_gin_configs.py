@@ -8,10 +8,10 @@ import tomllib
 
 import gin
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.cli import launch
 from cmrcx.common import errors
+from tests.support import REPO_ROOT
 
 ROOT = str(REPO_ROOT)
 

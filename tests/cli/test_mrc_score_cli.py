@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx import score
+from tests.support import REPO_ROOT
 
 REPO = REPO_ROOT
 SAMPLE = REPO / "cmrcx/data/clue_mrc_sample"

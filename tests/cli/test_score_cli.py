@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO_ROOT, run_cli_in
+
+from tests.support import REPO_ROOT, run_cli_in
 
 REPO = REPO_ROOT
 

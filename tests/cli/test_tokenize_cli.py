@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 import tensorflow as tf
-from support import REPO_ROOT
 
 from cmrcx import tokenize as tokenize_cli
 from cmrcx.tasks.cmrc2019 import tokenize_passage
 from cmrcx.vocab import line_tokenizer
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
+from tests.support import REPO_ROOT
 
 REPO = str(REPO_ROOT)
 TOKENS = [
@@ -226,7 +226,11 @@ def test_sentencepiece_rejects_wordpiece_flags(spiece_model: str, capsys) -> Non
 def test_xlnet_layout_model(tmp_path: Path, monkeypatch, capsysbinary) -> None:
     """LongLM's layout (Chinese XLNet's: unk 0, </s> 2, <pad> 5, no pad id reserved)
     tokenizes as T5Tokenizer does; a model without "<pad>" is `error:` naming it."""
-    from test_sentencepiece_vocab import T5Tokenizer46, train_sample_model, train_xlnet_layout_model
+    from tests.vocab.test_sentencepiece_vocab import (
+        T5Tokenizer46,
+        train_sample_model,
+        train_xlnet_layout_model,
+    )
 
     model = train_xlnet_layout_model(tmp_path / "spiece")
     lines = [*LONGLM_LINES, "鑫<pad>森林<sep>小熊<mask></s>"]

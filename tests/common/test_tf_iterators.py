@@ -8,11 +8,11 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from support import REPO_ROOT, register_train_task
 
 from cmrcx.common import tf_iterators
 from cmrcx.datasets import records
 from cmrcx.training import input_pipeline, prepared_examples
+from tests.support import REPO_ROOT, register_train_task
 
 
 def _pipeline() -> tf.data.Dataset:

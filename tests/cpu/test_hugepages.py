@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.cpu import hugepages
+from tests.support import REPO_ROOT
 
 MADVISE = "always [madvise] never"
 

@@ -28,7 +28,10 @@ from pathlib import Path
 
 import gin
 import pytest
-from doc_commands import (
+
+from cmrcx.cli import launch, saved_run
+from cmrcx.common.errors import ConfigError
+from tests.docs.doc_commands import (
     SYSTEM_COMMANDS,
     DocCommand,
     commands_of,
@@ -38,10 +41,7 @@ from doc_commands import (
     help_flags,
     option_value,
 )
-from support import REPO_ROOT
-
-from cmrcx.cli import launch, saved_run
-from cmrcx.common.errors import ConfigError
+from tests.support import REPO_ROOT
 
 COMMANDS = [command for path in doc_files(REPO_ROOT) for command in commands_of(path)]
 PYTHONS = {".venv/bin/python", "python", "python3", "$(BIN)/python"}

@@ -8,14 +8,14 @@ import shutil
 
 import gin
 import pytest
-from test_albert_conversion import write_tf_checkpoint
-from test_reproduce_clue import run_script, table
 
 from cmrcx import convert
 from cmrcx.cli import launch
 from cmrcx.common.paths import package_path
 from cmrcx.models.albert import AlbertConfig
 from cmrcx.training.runner import Runner
+from tests.e2e.test_reproduce_clue import run_script, table
+from tests.weights.test_albert_conversion import write_tf_checkpoint
 
 SAMPLE = package_path("data/clue_sample/afqmc_public")
 # gin_configs/models/albert/tiny.gin, which local_tiny.gin includes.

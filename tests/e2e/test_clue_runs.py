@@ -10,7 +10,6 @@ import zipfile
 import gin
 import numpy as np
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue.submission import read_submission
 from cmrcx.cli import launch
@@ -19,6 +18,7 @@ from cmrcx.common.paths import package_path
 from cmrcx.training.mixture_eval import evaluate_mixture
 from cmrcx.training.runner import Runner
 from cmrcx.weights import exports
+from tests.support import REPO_ROOT
 
 
 def _load_tool(name: str):

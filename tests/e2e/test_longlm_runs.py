@@ -23,9 +23,8 @@ from cmrcx.training.runner import Runner
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_decoding_t5 import ODD, reference_model  # noqa: E402
-
 from cmrcx.weights import t5 as t5_weights  # noqa: E402
+from tests.models.test_decoding_t5 import ODD, reference_model  # noqa: E402
 
 
 def seq2seq_batch(seed: int = 4, source: int = 11, target: int = 7) -> dict[str, np.ndarray]:
@@ -182,7 +181,7 @@ def test_tiny_run_with_longlm_layout(tmp_path, capsys):
     """LongLM's spiece.model layout (pad 5, eos 2, unk 0) and a model with those ids:
     trains and evaluates; the corpus's unknown characters (id 0) are real tokens of the
     padded examples. With T5's ids left in the model config, a note says so."""
-    from test_sentencepiece_vocab import train_xlnet_layout_model
+    from tests.vocab.test_sentencepiece_vocab import train_xlnet_layout_model
 
     spiece = train_xlnet_layout_model(tmp_path / "spiece")  # 500 pieces + 100 sentinels
     vocab = [f"VOCAB_FILE = '{spiece}'", "cmrcx.T5Config.vocab_size = 600"]

@@ -13,8 +13,6 @@ import types
 import gin
 import jax
 import pytest
-from test_compile_hygiene import CompileLog
-from test_lot_generation_tasks import GENERATION_METRICS, OVERALL, install, lot_scorer_modules
 
 from cmrcx.benchmarks import task_names
 from cmrcx.benchmarks.lot import formats
@@ -24,6 +22,13 @@ from cmrcx.common.paths import package_path
 from cmrcx.training import run_config
 from cmrcx.training.run_tasks import lot as lot_run_tasks
 from cmrcx.training.runner import Runner
+from tests.tasks.test_lot_generation_tasks import (
+    GENERATION_METRICS,
+    OVERALL,
+    install,
+    lot_scorer_modules,
+)
+from tests.training.test_compile_hygiene import CompileLog
 
 OUTGEN = package_path("data/lot_sample/outgen")
 

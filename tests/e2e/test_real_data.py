@@ -17,10 +17,10 @@ import sys
 
 import numpy as np
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue import cmrc2018_format
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
+from tests.support import REPO_ROOT
 
 REPO = REPO_ROOT
 SHARED_DATA = REPO.parent / "shared" / "data"

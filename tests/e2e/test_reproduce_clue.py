@@ -12,11 +12,11 @@ import sys
 import zipfile
 
 import pytest
-from support import REPO_ROOT
-from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
 from cmrcx.common.paths import package_path
+from tests.benchmarks.clue.test_clue_fixtures import FIXTURES, write_lines, write_task_dir
+from tests.support import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "tools" / "reproduce_clue.sh"
 

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.common.paths import package_path
+from tests.support import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "tools" / "reproduce_lot.sh"
 

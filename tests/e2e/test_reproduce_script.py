@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.common.paths import package_path
+from tests.support import REPO_ROOT
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

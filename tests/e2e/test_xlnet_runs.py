@@ -11,7 +11,6 @@ import sys
 
 import gin
 import pytest
-from support import REPO_ROOT
 
 from cmrcx import score
 from cmrcx.benchmarks.clue import chid, chid_decoding
@@ -21,6 +20,7 @@ from cmrcx.models.xlnet import XLNetConfig
 from cmrcx.tasks.clue.reading import split_records
 from cmrcx.training.run_tasks.base import build_run_task
 from cmrcx.training.runner import Runner
+from tests.support import REPO_ROOT
 
 SAMPLE = package_path("data/clue_sample/afqmc_public")
 

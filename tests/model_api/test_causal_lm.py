@@ -8,12 +8,12 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from test_gpt2_model import ODD, reference_model
 
 from cmrcx.model_api.causal_lm import CausalLMModel
 from cmrcx.models import decoding, registry
 from cmrcx.tasks.lot import pretraining
 from cmrcx.weights import gpt2 as gpt2_weights
+from tests.models.test_gpt2_model import ODD, reference_model
 
 torch = pytest.importorskip("torch")
 

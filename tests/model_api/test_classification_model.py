@@ -9,17 +9,16 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_bert_conversion import (  # noqa: E402
+from cmrcx.model_api.classification import ClassificationModel  # noqa: E402
+from cmrcx.models import registry  # noqa: E402
+from cmrcx.weights import exports  # noqa: E402
+from tests.weights.test_bert_conversion import (  # noqa: E402
     SMALL,
     reference_model,
     run_convert,
     save_hf,
     token_batch,
 )
-
-from cmrcx.model_api.classification import ClassificationModel  # noqa: E402
-from cmrcx.models import registry  # noqa: E402
-from cmrcx.weights import exports  # noqa: E402
 
 
 def test_logits_and_loss_match_bert_for_sequence_classification(tmp_path):

@@ -12,12 +12,11 @@ from flax.linen import meta
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_bert_conversion import SMALL, reference_model  # noqa: E402
-from test_model import TINY  # noqa: E402
-from test_span_model import converted_params, jitted  # noqa: E402
-
 from cmrcx.model_api.multiple_choice import MASKED_LOGIT, MultipleChoiceModel  # noqa: E402
 from cmrcx.models import registry  # noqa: E402
+from tests.model_api.test_span_model import converted_params, jitted  # noqa: E402
+from tests.models.test_model import TINY  # noqa: E402
+from tests.weights.test_bert_conversion import SMALL, reference_model  # noqa: E402
 
 CHOICES, LENGTH = 4, 20
 

@@ -12,12 +12,11 @@ from flax.linen import meta
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_bert_conversion import SMALL, reference_model, save_hf, token_batch  # noqa: E402
-from test_model import TINY  # noqa: E402
-
 from cmrcx.model_api.span import SpanExtractionModel  # noqa: E402
 from cmrcx.models import registry  # noqa: E402
 from cmrcx.weights import bert as bert_weights  # noqa: E402
+from tests.models.test_model import TINY  # noqa: E402
+from tests.weights.test_bert_conversion import SMALL, reference_model, save_hf, token_batch  # noqa: E402
 
 LENGTH = 24
 

@@ -14,11 +14,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_decoding_t5 import ODD, VARIANTS, reference_model
 
 from cmrcx.models import decoding
 from cmrcx.models.t5 import T5DecodeModel
 from cmrcx.weights import t5 as t5_weights
+from tests.models.test_decoding_t5 import ODD, VARIANTS, reference_model
 
 torch = pytest.importorskip("torch")
 

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import REPO_ROOT, write_cmrc2019_vocabulary
+
+from tests.support import REPO_ROOT, write_cmrc2019_vocabulary
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

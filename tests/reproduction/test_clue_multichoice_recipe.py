@@ -20,13 +20,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from test_clue_classifier_recipe import _vocab  # noqa: E402
-
 from cmrcx.benchmarks.clue import chid  # noqa: E402
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.common.errors import ConfigError  # noqa: E402
 from cmrcx.common.paths import package_path  # noqa: E402
 from cmrcx.reproduction import check, clue_classifier, clue_multichoice  # noqa: E402
+from tests.reproduction.test_clue_classifier_recipe import _vocab  # noqa: E402
 
 SAMPLE = Path(package_path("data/clue_mrc_sample"))
 STEPS = 3

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import REPO_ROOT, write_cmrc2019_vocabulary
+
+from tests.support import REPO_ROOT, write_cmrc2019_vocabulary
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -22,8 +22,6 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
-from support import REPO_ROOT
-from test_lot_recipes import drawn
 
 from cmrcx.cli import launch
 from cmrcx.common.errors import ConfigError
@@ -37,6 +35,8 @@ from cmrcx.reproduction import (
     lot_generation,
     lot_pointer,
 )
+from tests.reproduction.test_lot_recipes import drawn
+from tests.support import REPO_ROOT
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -20,11 +20,11 @@ import zlib
 import jax
 import numpy as np
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.cli import launch
 from cmrcx.common.paths import package_path
 from cmrcx.reproduction import check, cmrcx_steps, lot_generation, lot_understanding
+from tests.support import REPO_ROOT
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

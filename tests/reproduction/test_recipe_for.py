@@ -8,13 +8,13 @@ import dataclasses
 
 import gin
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.cli import launch
 from cmrcx.common.errors import ConfigError
 from cmrcx.models import registry
 from cmrcx.models.gpt2 import GPT2Config
 from cmrcx.reproduction import check
+from tests.support import REPO_ROOT
 
 FOLDERS = ("clue", "cmrc2019", "lot")
 

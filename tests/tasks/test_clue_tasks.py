@@ -19,7 +19,6 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 from seqio import test_utils as seqio_test_utils
-from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 import cmrcx.data
 from cmrcx.benchmarks.clue import TASKS, DataFormatError, read_split
@@ -31,6 +30,7 @@ from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.tasks.clue import classification as clue_tasks
 from cmrcx.vocab import layouts
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
+from tests.benchmarks.clue.test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 DATA = Path(cmrcx.data.__file__).parent
 AFQMC_SAMPLE = DATA / "clue_sample" / "afqmc_public"

@@ -278,7 +278,7 @@ def test_tasks_with_longlm_layout(tmp_path) -> None:
     """LongLM's spiece.model layout (Chinese XLNet's: unk 0, </s> 2, <pad> 5): EOS is 2,
     and the many unknown characters (id 0: a model of the sample stories only) are text
     tokens that the examples keep like any other."""
-    from test_sentencepiece_vocab import train_xlnet_layout_model
+    from tests.vocab.test_sentencepiece_vocab import train_xlnet_layout_model
 
     spiece = train_xlnet_layout_model(tmp_path / "spiece")
     names = longlm.register(

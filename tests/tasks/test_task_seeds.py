@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import seqio
 import tensorflow as tf
-from test_clue_mrc_tasks import SAMPLES as MRC_SAMPLES
-from test_clue_mrc_tasks import VOCAB
-from test_lot_generation_tasks import SPIECE
 
 from cmrcx.common.paths import package_path
 from cmrcx.tasks import cmrc2019
 from cmrcx.tasks.clue import classification, reading
 from cmrcx.tasks.lot import generation, mixture, pretraining, understanding
 from cmrcx.tasks.sources import FileOrderSource
+from tests.tasks.test_clue_mrc_tasks import SAMPLES as MRC_SAMPLES
+from tests.tasks.test_clue_mrc_tasks import VOCAB
+from tests.tasks.test_lot_generation_tasks import SPIECE
 
 NAME = "seeded"
 LOT = package_path("data/lot_sample")

@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 from cmrcx.cpu import hugepages
+from tests.support import REPO_ROOT
 
 TOOLS = REPO_ROOT / "tools"
 # 2 layers, hidden 64, 512-token vocabulary, 64-token windows: seconds per side.

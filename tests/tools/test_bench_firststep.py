@@ -4,10 +4,10 @@ the official sizes times the scale (the timing itself runs only by hand: docs/pe
 import sys
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue import c3, chid, cmrc2018_format, official_format
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
+from tests.support import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 from benchkit import synthetic  # noqa: E402

@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.training import memory_check
+from tests.support import REPO_ROOT
 
 TOOLS = REPO_ROOT / "tools"
 sys.path.insert(0, str(TOOLS))

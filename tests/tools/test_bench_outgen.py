@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.lot import formats
+from tests.support import REPO_ROOT
 
 TOOLS = REPO_ROOT / "tools"
 sys.path.insert(0, str(TOOLS))  # benchkit, as tools/bench.py imports it

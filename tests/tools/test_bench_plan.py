@@ -24,7 +24,8 @@ import sys
 import textwrap
 
 import pytest
-from support import REPO_ROOT
+
+from tests.support import REPO_ROOT
 
 TOOLS = REPO_ROOT / "tools"
 sys.path.insert(0, str(TOOLS))

@@ -8,7 +8,8 @@ import json
 import sys
 
 import pytest
-from support import REPO_ROOT
+
+from tests.support import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 from benchkit import cli, suite  # noqa: E402

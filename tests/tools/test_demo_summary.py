@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from support import REPO_ROOT
+from tests.support import REPO_ROOT
 
 spec = importlib.util.spec_from_file_location("demo_summary", REPO_ROOT / "tools/demo_summary.py")
 demo_summary = importlib.util.module_from_spec(spec)

@@ -13,7 +13,8 @@ import sys
 import time
 
 import pytest
-from support import REPO_ROOT
+
+from tests.support import REPO_ROOT
 
 TOOLS = REPO_ROOT / "tools"
 sys.path.insert(0, str(TOOLS))

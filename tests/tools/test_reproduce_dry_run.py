@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.common.paths import package_path
+from tests.support import REPO_ROOT
 
 
 def dry_run(script, *args, tmp_path):

@@ -19,10 +19,10 @@ import sys
 
 import orbax.checkpoint as ocp
 import pytest
-from test_preemption import flags, runner_for
 
 from cmrcx.cli import launch
 from cmrcx.training import checkpoints
+from tests.training.test_preemption import flags, runner_for
 
 SCRIPT = """
 mount -t tmpfs -o size=16m tmpfs "$1" || exit 90

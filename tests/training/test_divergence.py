@@ -5,12 +5,12 @@ run resumes from the last good checkpoint with a sane learning rate."""
 import jax
 import numpy as np
 import pytest
-from test_preemption import flags as preemption_flags
-from test_preemption import runner_for
 
 from cmrcx import train
 from cmrcx.cli import launch
 from cmrcx.common.errors import TrainingDiverged
+from tests.training.test_preemption import flags as preemption_flags
+from tests.training.test_preemption import runner_for
 
 
 def flags(model_dir, tfds_cache, learning_rate):

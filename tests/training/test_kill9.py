@@ -22,7 +22,8 @@ import time
 
 import orbax.checkpoint as ocp
 import pytest
-from test_preemption import flags, runner_for
+
+from tests.training.test_preemption import flags, runner_for
 
 STEPS = 24
 # Log windows (3) that do not line up with the saves (2): the resumed run must still log

@@ -9,12 +9,12 @@ import re
 import jax
 import numpy as np
 import pytest
-from test_preemption import flags, runner_for
 
 from cmrcx.common.errors import ConfigError
 from cmrcx.models.bert import BertConfig
 from cmrcx.training import memory_check
 from cmrcx.training.run_config import RunConfig
+from tests.training.test_preemption import flags, runner_for
 
 GIB = 2**30
 

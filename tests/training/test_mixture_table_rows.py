@@ -11,13 +11,13 @@ import re
 
 import gin
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue.paper import TABLE_2, TABLE_7_MODELS
 from cmrcx.benchmarks.lot import paper
 from cmrcx.cli import launch
 from cmrcx.common import errors
 from cmrcx.training import mixture_eval, run_config
+from tests.support import REPO_ROOT
 
 LOT_GINS = sorted(
     p.name

@@ -9,10 +9,10 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-from support import register_train_task
 
 from cmrcx.training import input_pipeline, prepared_examples
 from cmrcx.training.prefetch import Prefetched
+from tests.support import register_train_task
 
 TRAIN_KEYS = ("input_ids", "label", "example_mask")
 

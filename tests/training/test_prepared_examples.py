@@ -12,10 +12,10 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from support import register_train_task
 
 from cmrcx.common import progress
 from cmrcx.training import prepared_examples
+from tests.support import register_train_task
 
 
 def _register(name: str, features=None) -> str:

@@ -13,7 +13,6 @@ import gin
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
 import pytest
-from test_preemption import flags, runner_for
 
 from cmrcx import eval as eval_main
 from cmrcx import export as export_main
@@ -22,6 +21,7 @@ from cmrcx.common.errors import ConfigError, Preempted
 from cmrcx.training import selection
 from cmrcx.training.checkpoints import TrainCheckpoints
 from cmrcx.training.selection import Selection
+from tests.training.test_preemption import flags, runner_for
 
 # Validation accuracy by step: up, down, a tie with the best (step 10), down.
 SCRIPT = {2: 50.0, 4: 60.0, 6: 75.0, 8: 70.0, 10: 75.0, 12: 65.0}
@@ -177,7 +177,7 @@ def test_selection_errors_are_found_before_training(tmp_path):
 
 
 def test_clue_table_7_gins_select_the_best_validation_checkpoint():
-    from test_clue_runs import make_clue_gin
+    from tests.e2e.test_clue_runs import make_clue_gin
 
     for path in sorted(make_clue_gin.generated_files()):
         gin.clear_config()

@@ -30,9 +30,9 @@ import pytest
 import sentencepiece as spm
 import seqio
 import tensorflow as tf
-from support import REPO_ROOT
 
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+from tests.support import REPO_ROOT
 
 SAMPLE_DIR = REPO_ROOT / "cmrcx" / "data" / "longlm_sample"
 NUM_RANDOM_TEXTS = 400

@@ -5,9 +5,9 @@ matches transformers; an untied head is refused. (safetensors: tests/models/
 test_gpt2_model.py, tests/cli/test_generate_gpt2_cli.py.)"""
 
 import pytest
-from test_gpt2_model import reference_model
 
 from cmrcx import convert
+from tests.models.test_gpt2_model import reference_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -29,13 +29,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_t5_conversion import save_release, torch_outputs  # noqa: E402
-
 from cmrcx import convert  # noqa: E402
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.models import registry  # noqa: E402
 from cmrcx.models.t5 import T5ForConditionalGeneration  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
+from tests.weights.test_t5_conversion import save_release, torch_outputs  # noqa: E402
 
 # google/mt5-base's config.json (the values models/t5/mt5_base.gin copies).
 MT5_BASE = dict(

@@ -19,7 +19,6 @@ import flax.linen as nn
 import jax
 import numpy as np
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.common.paths import package_path
 from cmrcx.model_api.classification import ClassificationModel
@@ -33,6 +32,7 @@ from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.runner import Runner
 from cmrcx.weights import exports
+from tests.support import REPO_ROOT
 
 FIXTURES = str(REPO_ROOT / "tests" / "fixtures" / "pre_registry")
 sys.path.insert(0, FIXTURES)

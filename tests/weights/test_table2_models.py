@@ -27,7 +27,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_bert_conversion import (  # noqa: E402
+from cmrcx import convert  # noqa: E402
+from cmrcx.cli import launch  # noqa: E402
+from cmrcx.models.bert import BertConfig  # noqa: E402
+from cmrcx.weights import bert as bert_weights  # noqa: E402
+from cmrcx.weights import exports  # noqa: E402
+from tests.weights.test_bert_conversion import (  # noqa: E402
     assert_same_outputs,
     flax_outputs,
     token_batch,
@@ -35,12 +40,6 @@ from test_bert_conversion import (  # noqa: E402
     write_google_tf_checkpoint,
     write_vocab,
 )
-
-from cmrcx import convert  # noqa: E402
-from cmrcx.cli import launch  # noqa: E402
-from cmrcx.models.bert import BertConfig  # noqa: E402
-from cmrcx.weights import bert as bert_weights  # noqa: E402
-from cmrcx.weights import exports  # noqa: E402
 
 # config.json keys Google's Chinese BERT and HFL's releases share (bert-base-chinese's).
 GOOGLE_CHINESE = {

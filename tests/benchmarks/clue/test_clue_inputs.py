@@ -6,7 +6,6 @@ import doctest
 from pathlib import Path
 
 import pytest
-from test_clue_fixtures import write_task_dir
 
 from cmrcx.benchmarks.clue import inputs, read_split
 from cmrcx.benchmarks.clue.inputs import (
@@ -16,6 +15,7 @@ from cmrcx.benchmarks.clue.inputs import (
     wsc_marked_text,
 )
 from cmrcx.benchmarks.clue.official_format import WscTarget
+from tests.benchmarks.clue.test_clue_fixtures import write_task_dir
 
 
 def test_docstring_examples() -> None:

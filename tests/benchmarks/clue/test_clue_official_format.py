@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO_ROOT
-from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 from cmrcx.benchmarks.clue import TASKS, DataFormatError, read_examples, read_split
 from cmrcx.benchmarks.clue.inputs import encoder_texts
 from cmrcx.benchmarks.clue.official_format import WscTarget
+from tests.benchmarks.clue.test_clue_fixtures import FIXTURES, write_lines, write_task_dir
+from tests.support import REPO_ROOT
 
 
 @pytest.mark.parametrize("task_name", sorted(TASKS))

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import REPO_ROOT
-from test_clue_fixtures import FIXTURES, write_lines, write_task_dir
 
 from cmrcx.benchmarks.clue import TASKS, DataFormatError, read_split
 from cmrcx.benchmarks.clue.metrics import accuracy, score_submission
@@ -19,6 +17,8 @@ from cmrcx.benchmarks.clue.submission import (
     submission_path,
     write_submission,
 )
+from tests.benchmarks.clue.test_clue_fixtures import FIXTURES, write_lines, write_task_dir
+from tests.support import REPO_ROOT
 
 # The leaderboard's file names ([SUBMIT], [RUN], [3P] in cmrcx.benchmarks.clue.tasks).
 OFFICIAL_NAMES = {

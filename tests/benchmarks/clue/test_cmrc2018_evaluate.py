@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue import cmrc2018_evaluate as ev
 from cmrcx.common.errors import DataFormatError
+from tests.support import REPO_ROOT
 
 SAMPLE_DEV = REPO_ROOT / "cmrcx/data/clue_mrc_sample/cmrc2018_public/dev.json"
 

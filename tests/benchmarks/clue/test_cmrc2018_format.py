@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.clue import cmrc2018_format as fmt
 from cmrcx.common.errors import DataFormatError, MissingSplitError
+from tests.support import REPO_ROOT
 
 SAMPLE = REPO_ROOT / "cmrcx/data/clue_mrc_sample/cmrc2018_public"
 

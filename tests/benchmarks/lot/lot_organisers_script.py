@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO_ROOT
+
+from tests.support import REPO_ROOT
 
 DATA = REPO_ROOT.parent / "shared" / "data" / "lot_outgen_competition"
 SCRIPT = DATA / "organisers_eval.py"

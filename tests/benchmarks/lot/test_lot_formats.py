@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO_ROOT
 
 import cmrcx.data
 from cmrcx.benchmarks.lot import formats
@@ -22,6 +21,7 @@ from cmrcx.benchmarks.lot.formats import (
     SenPosRecord,
 )
 from cmrcx.common.errors import DataFormatError
+from tests.support import REPO_ROOT
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "lot_sample"
 SIZES = {

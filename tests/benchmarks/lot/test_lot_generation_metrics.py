@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.benchmarks.lot import generation_metrics as gm
+from tests.support import REPO_ROOT
 
 # Order vectors measured through the organisers' eval.py functions (`order`, `inversenum`).
 GOLD_STORY = "甲乙丙丁戊己庚辛壬癸子丑寅卯"

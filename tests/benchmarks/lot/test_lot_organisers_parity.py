@@ -11,11 +11,11 @@ import math
 import random
 import re
 
-import lot_organisers_script as organisers
 import pytest
 
 from cmrcx.benchmarks.lot.generation_metrics import generation_metrics
 from cmrcx.benchmarks.lot.overall import organisers_weighted_score
+from tests.benchmarks.lot import lot_organisers_script as organisers
 
 TOLERANCE = 1e-9
 
