@@ -83,7 +83,7 @@ def xlnet_frame(
     <cls>, `XLNET_TYPE_PAD` for padding) and input_mask (1 = real token), int32
     [max_length] each.
 
-    >>> [list(a) for a in xlnet_frame([7, 8], [9], SpecialIds(3, 4, 5), 7)]
+    >>> [a.tolist() for a in xlnet_frame([7, 8], [9], SpecialIds(3, 4, 5), 7)]
     [[5, 7, 8, 4, 9, 4, 3], [3, 0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 1, 1, 1]]
     """
     sequence = [*first, ids.sep_id, *second, ids.sep_id, ids.cls_id]

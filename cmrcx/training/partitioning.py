@@ -68,10 +68,9 @@ def make_mesh(
     slice index (GPUs, CPUs) take each process as a slice. Axes are `AxisType.Auto`:
     shardings come from `jit`'s and the models' logical constraints.
 
-    >>> make_mesh((-1, 2)).shape  # on 8 devices
-    {'data': 4, 'model': 2}
-    >>> make_mesh((-1, 2), dcn_mesh_shape=(2, 1)).shape  # on 2 slices of 8
-    {'data': 8, 'model': 2}
+    On 8 devices, ``make_mesh((-1, 2)).shape`` is ``{'data': 4, 'model': 2}``; on 2 slices
+    of 8, ``make_mesh((-1, 2), dcn_mesh_shape=(2, 1)).shape`` is ``{'data': 8, 'model': 2}``
+    (tests/training/test_partitioning.py builds such meshes on simulated devices).
     """
     devices = list(devices if devices is not None else jax.devices())
     axis_types = (AxisType.Auto,) * len(MESH_AXES)
