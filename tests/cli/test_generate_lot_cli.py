@@ -11,7 +11,6 @@ import dataclasses
 import json
 import re
 
-import gin
 import numpy as np
 import pytest
 
@@ -89,7 +88,6 @@ def test_plotcom_file_with_task_flag_and_the_gen_py_slip(export, tmp_path):  # n
     for a, b in pairs:
         assert b in (a, a[:-1]) or re.fullmatch(re.escape(a) + r"<extra＿id＿\d+", b), (a, b)
     assert any(b == a[:-1] for a, b in pairs if a)
-    gin.clear_config()
 
 
 def test_a_json_object_without_lot_fields_is_an_error(export, tmp_path, capsys):  # noqa: F811
@@ -142,4 +140,3 @@ def test_sampling_draws_per_batch_so_the_batch_size_changes_outputs(export, tmp_
     by_8 = stories("a.jsonl", 8)
     assert stories("b.jsonl", 8) == by_8
     assert stories("c.jsonl", 1) != by_8
-    gin.clear_config()

@@ -11,13 +11,6 @@ from cmrcx.common import errors, paths
 from cmrcx.models import registry
 
 
-@pytest.fixture(autouse=True)
-def clear_gin():
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
-
 def test_gin_dot_flags_become_bindings():
     args = launch.parse_flags(
         ["--gin_file=a.gin", "--gin.MODEL_DIR='x'", "--gin_bindings=RunConfig.seed = 3"], "t"

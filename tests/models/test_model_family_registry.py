@@ -160,9 +160,7 @@ gin.external_configurable(ToyConfig, module="cmrcx")
 @pytest.fixture
 def toy_family():
     registry.register(TOY)
-    gin.clear_config()
     yield TOY
-    gin.clear_config()
     registry.unregister(TOY.name)
 
 

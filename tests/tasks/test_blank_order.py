@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import gin
 import numpy as np
 import pytest
 import seqio
@@ -18,10 +17,8 @@ import seqio
 from cmrcx.benchmarks.cmrc2019 import evaluation
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages, write_predictions
 from cmrcx.benchmarks.cmrc2019.scoring import score_cmrc2019
-from cmrcx.cli import launch
 from cmrcx.common import paths
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
-from cmrcx.training.runner import Runner
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 TINY_VOCAB = paths.package_path("data/tiny_vocab.txt")
@@ -125,28 +122,19 @@ def test_perfect_scores_decode_to_the_answers(scoring_examples, data_dir, tmp_pa
 
 
 @pytest.mark.slow  # default-suite budget (15 min on 2 cores)
-def test_train_step_eval_prediction_file_and_score(data_dir, tmp_path) -> None:
+def test_train_step_eval_prediction_file_and_score(data_dir, tiny_runner, tmp_path) -> None:
     """A real tiny run trains on and evaluates the out-of-order passage; its prediction
     file holds one index per blank and the scorer reads it."""
-    gin.clear_config()
-    try:
-        launch.parse_gin(
-            ["cmrc2019_tiny.gin"],
-            [
-                f"MODEL_DIR = '{tmp_path}/run'",
-                f"DATA_DIR = '{data_dir}'",
-                "RunConfig.num_train_steps = 1",
-                "RunConfig.max_length = 64",
-                "RunConfig.doc_stride = 32",
-                "RunConfig.max_candidate_tokens = 32",
-                f"RunConfig.tfds_cache_dir = '{tmp_path}/tfds'",
-            ],
-        )
-        runner = Runner(launch.run_config_from_gin())
-        state, losses = runner.train()
-        results = runner.evaluate(state, 1)
-    finally:
-        gin.clear_config()
+    runner = tiny_runner(
+        "cmrc2019_tiny.gin",
+        f"DATA_DIR = '{data_dir}'",
+        "RunConfig.num_train_steps = 1",
+        "RunConfig.max_length = 64",
+        "RunConfig.doc_stride = 32",
+        "RunConfig.max_candidate_tokens = 32",
+    )
+    state, losses = runner.train()
+    results = runner.evaluate(state, 1)
     assert [step for step, _ in losses] == [1] and np.isfinite(losses[0][1])
     path = tmp_path / "run" / "predictions" / "cmrc2019_tiny_validation.json"
     predictions = json.loads(path.read_text(encoding="utf-8"))

@@ -439,17 +439,13 @@ def test_model_gin_files(name: str, parameters: float) -> None:
     from cmrcx.cli import launch
     from cmrcx.models.t5 import T5ForConditionalGeneration
 
-    gin.clear_config()
     try:
-        try:
-            launch.parse_gin([f"models/{name}.gin"], [])
-        except ValueError as error:
-            if "cmrcx.T5Config" not in str(error):
-                raise
-            pytest.skip("cmrcx.T5Config is not gin-configurable yet")
-        config = gin.get_configurable("cmrcx.T5Config")()
-    finally:
-        gin.clear_config()
+        launch.parse_gin([f"models/{name}.gin"], [])
+    except ValueError as error:
+        if "cmrcx.T5Config" not in str(error):
+            raise
+        pytest.skip("cmrcx.T5Config is not gin-configurable yet")
+    config = gin.get_configurable("cmrcx.T5Config")()
     ids = jax.numpy.ones([1, 4], jax.numpy.int32)
     model = T5ForConditionalGeneration(config)
     shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), ids, ids, ids, ids))

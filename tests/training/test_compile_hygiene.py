@@ -13,9 +13,7 @@ import gin
 import jax
 import pytest
 
-from cmrcx.cli import launch
 from cmrcx.training import input_pipeline
-from cmrcx.training.runner import Runner
 
 # (function, argument shapes, argument shardings): an eager op on a committed and on an
 # uncommitted scalar is two programs, not one recompiled.
@@ -49,20 +47,15 @@ def compile_log():
     logger.removeHandler(handler)
 
 
-def test_each_shape_compiles_once(compile_log, tmp_path):
-    gin.clear_config()
-    launch.parse_gin(
-        ["cmrc2019_tiny.gin"],
-        [
-            f"MODEL_DIR = '{tmp_path}'",
-            "RunConfig.num_train_steps = 20",
-            "RunConfig.log_every = 5",
-            "RunConfig.save_every = 10",
-            "RunConfig.eval_batch_size = 8",  # several eval batches, the last one padded
-            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
-        ],
+def test_each_shape_compiles_once(compile_log, tiny_runner, tmp_path):
+    runner = tiny_runner(
+        "cmrc2019_tiny.gin",
+        "RunConfig.num_train_steps = 20",
+        "RunConfig.log_every = 5",
+        "RunConfig.save_every = 10",
+        "RunConfig.eval_batch_size = 8",  # several eval batches, the last one padded
+        model_dir=tmp_path,
     )
-    runner = Runner(launch.run_config_from_gin())
     gin.clear_config()
     state, _ = runner.train()
     runner.evaluate(state, 20)

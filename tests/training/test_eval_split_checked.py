@@ -6,7 +6,6 @@ MODEL_DIR no run trained leaves nothing there."""
 import re
 import shutil
 
-import gin
 import pytest
 
 from cmrcx import eval as eval_main
@@ -32,47 +31,30 @@ CASES = [
 
 @pytest.mark.parametrize("gin_file, sample, broken", CASES, ids=[c[0] for c in CASES])
 def test_a_bad_validation_file_stops_the_run_before_training(
-    gin_file, sample, broken, tmp_path, monkeypatch
+    gin_file, sample, broken, tmp_path, tiny_runner, monkeypatch
 ):
     data = tmp_path / "data"
     shutil.copytree(package_path(sample), data)
     text = (data / broken).read_text(encoding="utf-8")
     (data / broken).write_text(text[: len(text) // 2], encoding="utf-8")  # cut mid-record
-    gin.clear_config()
-    launch.parse_gin(
-        [gin_file],
-        [
-            f"MODEL_DIR = '{tmp_path / 'run'}'",
-            f"DATA_DIR = '{data}'",
-            "RunConfig.num_train_steps = 2",
-            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
-        ],
-    )
     compiled = []
     monkeypatch.setattr(Runner, "_compile_checked", lambda self, shown: compiled.append(shown))
     with pytest.raises(DataFormatError, match=str(data / broken)):
-        Runner(launch.run_config_from_gin()).train()  # SenPos reads val.jsonl when built
+        # SenPos reads val.jsonl when its Runner is built
+        tiny_runner(gin_file, f"DATA_DIR = '{data}'", "RunConfig.num_train_steps = 2").train()
     assert not compiled and not checkpoints.has_checkpoints(str(tmp_path / "run"))
 
 
 @pytest.mark.parametrize("emptied", ["train.json", "dev.json"])
-def test_an_empty_split_file_is_named_not_a_tfds_assertion(emptied, tmp_path):
+def test_an_empty_split_file_is_named_not_a_tfds_assertion(emptied, tmp_path, tiny_runner):
     data = tmp_path / "data"
     shutil.copytree(package_path("data/clue_sample/afqmc_public"), data)
     (data / emptied).write_text("")
-    gin.clear_config()
-    launch.parse_gin(
-        ["clue_afqmc_tiny.gin"],
-        [
-            f"MODEL_DIR = '{tmp_path / 'run'}'",
-            f"DATA_DIR = '{data}'",
-            "RunConfig.num_train_steps = 2",
-            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
-        ],
-    )
     said = {"train.json": "the train split's official file holds no records", "dev.json": ""}
     with pytest.raises(DataFormatError, match=said[emptied] or rf"{data}/dev.json: no records"):
-        Runner(launch.run_config_from_gin()).train()
+        tiny_runner(
+            "clue_afqmc_tiny.gin", f"DATA_DIR = '{data}'", "RunConfig.num_train_steps = 2"
+        ).train()
 
 
 def test_eval_of_a_model_dir_no_run_trained_makes_nothing_there(tmp_path, capsys):
