@@ -12,13 +12,8 @@ transformers = pytest.importorskip("transformers")
 from cmrcx.model_api.classification import ClassificationModel  # noqa: E402
 from cmrcx.models import registry  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
-from tests.weights.test_bert_conversion import (  # noqa: E402
-    SMALL,
-    reference_model,
-    run_convert,
-    save_hf,
-    token_batch,
-)
+from tests.weights.hf_references import run_convert, save_hf, token_batch  # noqa: E402
+from tests.weights.test_bert_conversion import SMALL, reference_model  # noqa: E402
 
 
 def test_logits_and_loss_match_bert_for_sequence_classification(tmp_path):
@@ -37,7 +32,7 @@ def test_logits_and_loss_match_bert_for_sequence_classification(tmp_path):
             "bias": classifier.bias.detach().numpy(),
         },
     }
-    ids, types, mask = token_batch(geometry, length=24)
+    ids, types, mask = token_batch(geometry["vocab_size"], length=24)
     labels = np.array([0, 2, 1])
     network = registry.network(config, "classification", num_classes=3)
     model = ClassificationModel(network, max_length=24)

@@ -16,7 +16,8 @@ from cmrcx.model_api.span import SpanExtractionModel  # noqa: E402
 from cmrcx.models import registry  # noqa: E402
 from cmrcx.weights import bert as bert_weights  # noqa: E402
 from tests.models.test_model import TINY  # noqa: E402
-from tests.weights.test_bert_conversion import SMALL, reference_model, save_hf, token_batch  # noqa: E402
+from tests.weights.hf_references import save_hf, token_batch  # noqa: E402
+from tests.weights.test_bert_conversion import SMALL, reference_model  # noqa: E402
 
 LENGTH = 24
 
@@ -53,7 +54,7 @@ def jitted(model):
 
 
 def span_batch(start, end, example_mask=(1, 1, 1)):
-    ids, types, mask = token_batch(SMALL, length=LENGTH)
+    ids, types, mask = token_batch(SMALL["vocab_size"], length=LENGTH)
     return {
         "input_ids": ids, "token_type_ids": types, "input_mask": mask,
         "start_position": np.array(start), "end_position": np.array(end),

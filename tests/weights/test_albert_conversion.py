@@ -21,10 +21,17 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from cmrcx import convert  # noqa: E402
 from cmrcx.models.albert import AlbertEncoder  # noqa: E402
 from cmrcx.weights import albert as albert_weights  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
+from tests.weights.hf_references import (  # noqa: E402
+    random_reference,
+    run_convert,
+    save_hf,
+    token_batch,
+    torch_outputs,
+    write_vocab,
+)
 
 TINY = dict(  # 4 layers like ALBERT-tiny, small widths
     vocab_size=120,
@@ -49,36 +56,8 @@ XXLARGE = dict(  # google-research/albert's AlbertConfig defaults (albert_xxlarg
 
 
 def reference_model(geometry: dict, seed: int = 0, kind: str = "AlbertModel", act="gelu_new"):
-    torch.manual_seed(seed)
     config = transformers.AlbertConfig(**geometry, hidden_act=act)
-    model = getattr(transformers, kind)(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.normal_(0.0, 0.05)
-    return model
-
-
-def token_batch(vocab_size: int, length: int = 24, seed: int = 1):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(1, vocab_size, [3, length])
-    types = np.zeros_like(ids)
-    types[:, length // 2 :] = 1
-    mask = np.ones_like(ids)
-    mask[1, length - 7 :] = 0  # padding
-    mask[2, length - 1 :] = 0
-    return ids, types, mask
-
-
-def torch_outputs(model, ids, types, mask):
-    encoder = getattr(model, "albert", model)
-    with torch.no_grad():
-        out = encoder(
-            input_ids=torch.tensor(ids),
-            token_type_ids=torch.tensor(types),
-            attention_mask=torch.tensor(mask),
-        )
-    pooled = None if out.pooler_output is None else out.pooler_output.numpy()
-    return out.last_hidden_state.numpy(), pooled
+    return random_reference(lambda: getattr(transformers, kind)(config), seed)
 
 
 def assert_same_outputs(model, export_dir, vocab_size, atol=1e-5):
@@ -91,26 +70,6 @@ def assert_same_outputs(model, export_dir, vocab_size, atol=1e-5):
     if want_pooled is not None:
         np.testing.assert_allclose(np.asarray(pooled), want_pooled, atol=atol, rtol=0)
     return config
-
-
-def write_vocab(path, size):
-    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"tok{i}" for i in range(size - 4)]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(tokens) + "\n")
-
-
-def save_hf(model, directory, safetensors: bool = True):
-    os.makedirs(directory, exist_ok=True)
-    if safetensors:
-        model.save_pretrained(directory)
-    else:  # what save_pretrained(safe_serialization=False) wrote before transformers 5
-        model.config.to_json_file(os.path.join(directory, "config.json"))
-        torch.save(model.state_dict(), os.path.join(directory, "pytorch_model.bin"))
-    write_vocab(os.path.join(directory, "vocab.txt"), model.config.vocab_size)
-
-
-def run_convert(source, out, *flags):
-    assert convert.main(["--from", str(source), "--to", str(out), *flags]) == 0
 
 
 @pytest.mark.parametrize("safetensors", [True, False], ids=["safetensors", "pytorch_bin"])

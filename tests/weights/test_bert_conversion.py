@@ -28,6 +28,14 @@ from cmrcx import convert  # noqa: E402
 from cmrcx.models.bert import BertConfig, BertEncoder  # noqa: E402
 from cmrcx.weights import bert as bert_weights  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
+from tests.weights.hf_references import (  # noqa: E402
+    random_reference,
+    run_convert,
+    save_hf,
+    token_batch,
+    torch_outputs,
+    write_vocab,
+)
 
 SMALL = dict(
     vocab_size=120,
@@ -54,39 +62,12 @@ LARGE = dict(
 
 def reference_model(geometry: dict, seed: int = 0, kind: str = "BertModel"):
     """kind: a transformers class name, or "BertModel-no-pooler" (add_pooling_layer=False)."""
-    torch.manual_seed(seed)
     config = transformers.BertConfig(**geometry, hidden_act="gelu")
     if kind == "BertModel-no-pooler":
-        model = transformers.BertModel(config, add_pooling_layer=False).eval()
-    else:
-        model = getattr(transformers, kind)(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.normal_(0.0, 0.05)
-    return model
-
-
-def token_batch(geometry: dict, length: int = 24, seed: int = 1):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(1, geometry["vocab_size"], [3, length])
-    types = np.zeros_like(ids)
-    types[:, length // 2 :] = 1
-    mask = np.ones_like(ids)
-    mask[1, length - 7 :] = 0  # padding
-    mask[2, length - 1 :] = 0
-    return ids, types, mask
-
-
-def torch_outputs(model, ids, types, mask):
-    bert = model.bert if hasattr(model, "bert") else model
-    with torch.no_grad():
-        out = bert(
-            input_ids=torch.tensor(ids),
-            token_type_ids=torch.tensor(types),
-            attention_mask=torch.tensor(mask),
+        return random_reference(
+            lambda: transformers.BertModel(config, add_pooling_layer=False), seed
         )
-    pooled = None if out.pooler_output is None else out.pooler_output.numpy()
-    return out.last_hidden_state.numpy(), pooled
+    return random_reference(lambda: getattr(transformers, kind)(config), seed)
 
 
 def flax_outputs(export_dir, ids, types, mask):
@@ -98,38 +79,12 @@ def flax_outputs(export_dir, ids, types, mask):
 
 def assert_same_outputs(model, export_dir, geometry, atol=1e-5, length=24):
     """Hidden states, and the pooled output when the reference has a pooler."""
-    ids, types, mask = token_batch(geometry, length)
+    ids, types, mask = token_batch(geometry["vocab_size"], length)
     want_hidden, want_pooled = torch_outputs(model, ids, types, mask)
     hidden, pooled = flax_outputs(export_dir, ids, types, mask)
     np.testing.assert_allclose(hidden, want_hidden, atol=atol, rtol=0)
     if want_pooled is not None:
         np.testing.assert_allclose(pooled, want_pooled, atol=atol, rtol=0)
-
-
-def save_hf(model, directory, safetensors: bool):
-    """As a release ships it: save_pretrained's safetensors, or a torch.save'd state dict.
-
-    The state dict is what save_pretrained(safe_serialization=False) wrote before
-    transformers 5, which ignores that flag and always writes safetensors.
-    """
-    os.makedirs(directory, exist_ok=True)
-    if safetensors:
-        model.save_pretrained(directory)  # handles tied MLM weights
-        assert os.path.isfile(os.path.join(directory, "model.safetensors"))
-    else:
-        model.config.to_json_file(os.path.join(directory, "config.json"))
-        torch.save(model.state_dict(), os.path.join(directory, "pytorch_model.bin"))
-    write_vocab(directory, model.config.vocab_size)
-
-
-def write_vocab(directory, size):
-    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"tok{i}" for i in range(size - 4)]
-    with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(tokens) + "\n")
-
-
-def run_convert(source, out):
-    assert convert.main(["--from", str(source), "--to", str(out)]) == 0
 
 
 @pytest.mark.parametrize("safetensors", [True, False], ids=["safetensors", "pytorch_bin"])
@@ -244,7 +199,7 @@ def test_poolerless_conversion_exports_back_to_transformers(tmp_path):
         str(tmp_path / "back"), output_loading_info=True
     )
     assert not info["missing_keys"] and not info["unexpected_keys"]  # the fresh pooler went out
-    ids, types, mask = token_batch(SMALL)
+    ids, types, mask = token_batch(SMALL["vocab_size"])
     want_hidden, want_pooled = torch_outputs(reloaded.eval(), ids, types, mask)
     hidden, pooled = flax_outputs(str(tmp_path / "out"), ids, types, mask)
     np.testing.assert_allclose(hidden, want_hidden, atol=1e-5, rtol=0)
@@ -309,7 +264,7 @@ def write_google_tf_checkpoint(model, directory):
     }
     with open(os.path.join(directory, "bert_config.json"), "w") as f:
         json.dump(config, f)
-    write_vocab(directory, model.config.vocab_size)
+    write_vocab(os.path.join(directory, "vocab.txt"), model.config.vocab_size)
 
 
 @pytest.mark.parametrize("kind", ["BertModel", "BertModel-no-pooler"])
@@ -354,7 +309,7 @@ def test_hf_export_loads_in_transformers_with_the_same_outputs(tmp_path):
         str(tmp_path / "back"), params, config, str(tmp_path / "hf" / "vocab.txt")
     )
     reloaded = transformers.BertModel.from_pretrained(str(tmp_path / "back")).eval()
-    ids, types, mask = token_batch(SMALL)
+    ids, types, mask = token_batch(SMALL["vocab_size"])
     want = torch_outputs(reloaded, ids, types, mask)
     got = BertEncoder(config).apply({"params": jax.device_get(params)}, ids, types, mask)
     np.testing.assert_allclose(np.asarray(got[0]), want[0], atol=1e-5, rtol=0)
@@ -374,7 +329,7 @@ def test_pytorch_pretrained_bert_format_converts(tmp_path, capsys):
     torch.save(state, release / "pytorch_model.bin")
     config = dict(SMALL, hidden_act="gelu", hidden_dropout_prob=0.1, initializer_range=0.02)
     (release / "bert_config.json").write_text(json.dumps(config), encoding="utf-8")
-    write_vocab(release, SMALL["vocab_size"])
+    write_vocab(release / "vocab.txt", SMALL["vocab_size"])
     run_convert(release, tmp_path / "out")
     assert "dropped 2 tensors outside the encoder" in capsys.readouterr().out
     assert_same_outputs(model, str(tmp_path / "out"), SMALL)

@@ -32,13 +32,11 @@ from cmrcx.cli import launch  # noqa: E402
 from cmrcx.models.bert import BertConfig  # noqa: E402
 from cmrcx.weights import bert as bert_weights  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
+from tests.weights.hf_references import token_batch, torch_outputs, write_vocab  # noqa: E402
 from tests.weights.test_bert_conversion import (  # noqa: E402
     assert_same_outputs,
     flax_outputs,
-    token_batch,
-    torch_outputs,
     write_google_tf_checkpoint,
-    write_vocab,
 )
 
 # config.json keys Google's Chinese BERT and HFL's releases share (bert-base-chinese's).
@@ -148,7 +146,7 @@ def write_release(directory, raw: dict, state: dict | None = None, vocab_rows: i
         json.dump(raw, f, indent=2)
     if state is not None:
         torch.save(state, os.path.join(directory, "pytorch_model.bin"))
-    write_vocab(directory, vocab_rows or raw["vocab_size"])
+    write_vocab(os.path.join(directory, "vocab.txt"), vocab_rows or raw["vocab_size"])
 
 
 # Each builder writes one release into a directory and returns the PyTorch encoder
@@ -319,7 +317,7 @@ def test_ernie_export_round_trips_relu_back_to_transformers(tmp_path):
         513,
     )
     reloaded = transformers.BertModel.from_pretrained(str(tmp_path / "back")).eval()
-    ids, types, mask = token_batch(raw)
+    ids, types, mask = token_batch(raw["vocab_size"])
     want_hidden, want_pooled = torch_outputs(reference, ids, types, mask)
     for got in (
         torch_outputs(reloaded, ids, types, mask),
