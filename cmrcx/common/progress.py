@@ -35,7 +35,11 @@ from tqdm import tqdm
 T = TypeVar("T")
 EVERY_SECONDS = 5.0
 QUIET_FACTOR = 1.5  # the heartbeat speaks after this many `every`s without a line
-_monotonic = time.monotonic  # the heartbeat's clock, real even where tests fake `time`
+# The threads' clock and sleep, real even where tests fake `time`; the tests of this
+# module replace them with ticks they let pass one by one (no redraw counted after a sleep).
+_monotonic = time.monotonic
+_wait = threading.Event.wait  # (stopped, seconds) -> True once `stopped` is set
+_timer = threading.Timer
 
 
 class Progress:
@@ -103,7 +107,7 @@ def _heartbeat(ref: weakref.ref, stopped: threading.Event) -> None:
     tick = min(1.0, max(progress.every / 5, 0.005))
     seen, changed_at = progress.count, _monotonic()
     del progress  # hold no reference while waiting: a dropped Progress stops the thread
-    while not stopped.wait(tick):
+    while not _wait(stopped, tick):
         progress = ref()
         if progress is None:
             return
@@ -168,7 +172,7 @@ def ticking(bar: tqdm, every: float = EVERY_SECONDS) -> Iterator[Ticker]:
     stopped = threading.Event()
 
     def tick() -> None:
-        while not stopped.wait(every):
+        while not _wait(stopped, every):
             # Under the bar's lock: tqdm's close disables the bar before it takes the lock
             # to draw its last line, so no redraw lands after that line.
             with bar.get_lock():
@@ -189,7 +193,7 @@ def ticking(bar: tqdm, every: float = EVERY_SECONDS) -> Iterator[Ticker]:
 def said_if_slow(what: str, after: float = 10.0, shown: bool = True):
     """A phase with no bar or count of its own: `what ...` is printed if it is still
     running `after` seconds in, and its time when it ends: no silent wait."""
-    timer = threading.Timer(after, lambda: _write(f"{what} ..."))
+    timer = _timer(after, lambda: _write(f"{what} ..."))
     timer.daemon = True
     start = time.perf_counter()
     if shown:
