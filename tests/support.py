@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -60,3 +61,21 @@ def write_cmrc2019_vocabulary(trial: Path, path: Path) -> int:
     tokens = [*special, "[MASK]", *sorted(chars), *(f"##{c}" for c in sorted(chars))]
     path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
     return len(tokens)
+
+
+def wait_for(child: subprocess.Popen, condition, timeout: float = 300.0, poll=0.002) -> bool:
+    """Polls `condition()` until true (True) or the child ends first (False); a
+    TimeoutError after `timeout` seconds of neither."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        if child.poll() is not None:
+            return False
+        time.sleep(poll)
+    raise TimeoutError(f"the child neither reached the moment nor ended in {timeout:.0f} s")
+
+
+def text_has(path: Path, text: str):
+    """A condition for `wait_for`: `text` is in the file at `path`."""
+    return lambda: path.exists() and text in path.read_text(errors="replace")

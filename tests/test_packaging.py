@@ -115,7 +115,7 @@ def wheel(tmp_path_factory) -> str:
     """The wheel built from the tracked files (a copy: the build leaves nothing here)."""
     source = tmp_path_factory.mktemp("source")
     tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True
+        ["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True, timeout=60
     ).stdout.split(b"\0")
     for name in filter(None, (item.decode() for item in tracked)):
         if not (REPO_ROOT / name).is_file():
@@ -126,7 +126,7 @@ def wheel(tmp_path_factory) -> str:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
          "--wheel-dir", str(out), str(source)],
-        check=True, capture_output=True,
+        check=True, capture_output=True, timeout=900,
     )  # fmt: skip
     (built,) = out.glob("cmrcx-*.whl")
     return str(built)
@@ -134,7 +134,12 @@ def wheel(tmp_path_factory) -> str:
 
 def _tracked(*patterns: str) -> set[str]:
     listed = subprocess.run(
-        ["git", "ls-files", *patterns], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ["git", "ls-files", *patterns],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout.split()
     return {name for name in listed if (REPO_ROOT / name).is_file()}
 
@@ -157,7 +162,7 @@ def test_the_installed_wheel_runs_from_any_folder(wheel, tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
          str(target), wheel],
-        check=True, capture_output=True,
+        check=True, capture_output=True, timeout=900,
     )  # fmt: skip
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -171,7 +176,12 @@ def test_the_installed_wheel_runs_from_any_folder(wheel, tmp_path):
         "  'sample': paths.package_path('data/clue_sample/afqmc_public/dev.json')}))\n"
     )
     shown = subprocess.run(
-        [sys.executable, "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True
+        [sys.executable, "-c", probe],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert shown.returncode == 0, shown.stderr[-2000:]
     where = json.loads(shown.stdout.strip().splitlines()[-1])
@@ -188,7 +198,7 @@ def test_the_installed_wheel_runs_from_any_folder(wheel, tmp_path):
     )
     scored = subprocess.run(
         [sys.executable, "-m", "cmrcx.score", "clue_afqmc", gold, str(predictions)],
-        cwd=elsewhere, env=env, capture_output=True, text=True,
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert scored.returncode == 0, scored.stderr[-2000:]
     assert re.search(r"100(\.0+)?\b", scored.stdout), scored.stdout
@@ -206,5 +216,7 @@ def test_triton_is_hidden_from_torch_in_a_cmrcx_process():
         "import torch.utils._triton as t\n"
         "assert not t.has_triton_package()\n"
     )
-    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
     assert shown.returncode == 0, shown.stderr[-2000:]

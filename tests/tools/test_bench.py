@@ -459,7 +459,7 @@ def test_free_page_reporting_is_read_from_the_balloon(tmp_path, device, features
 @pytest.mark.parametrize("changed", ["cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin", "tools/d.py"])
 def test_reports_name_a_tree_with_uncommitted_code_dirty(tmp_path, monkeypatch, changed):
     def git(*args):
-        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, timeout=60)
 
     git("init", "-q")
     for path in ("cmrcx/a.py", "tasks/b.py", "gin_configs/c.gin", "tools/d.py", "README.md"):

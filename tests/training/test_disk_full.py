@@ -37,7 +37,7 @@ def namespace_command():
     if shutil.which("unshare") is None:
         return None
     command = ["unshare", "--mount"] + ([] if os.geteuid() == 0 else ["--map-root-user"])
-    if subprocess.run([*command, "true"], capture_output=True).returncode != 0:
+    if subprocess.run([*command, "true"], capture_output=True, timeout=60).returncode != 0:
         return None
     return command
 

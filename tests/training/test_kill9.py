@@ -23,6 +23,7 @@ import time
 import orbax.checkpoint as ocp
 import pytest
 
+from tests.support import text_has, wait_for
 from tests.training.test_preemption import flags, runner_for
 
 STEPS = 24
@@ -61,20 +62,8 @@ def start_child(argv, log_path):
 
 def kill(child) -> None:
     child.send_signal(signal.SIGKILL)
-    child.wait()
+    child.wait(timeout=60)
     child.log.close()
-
-
-def wait_for(child, condition, timeout=300.0, poll=0.002) -> bool:
-    """Polls `condition()` until true (True) or the child ends first (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        if child.poll() is not None:
-            return False
-        time.sleep(poll)
-    raise TimeoutError("the training child neither reached the moment nor ended")
 
 
 def checkpoint_write_in_progress(model_dir, after: int = 0):
@@ -91,10 +80,6 @@ def checkpoint_write_in_progress(model_dir, after: int = 0):
         return any(ocp.utils.TMP_DIR_SUFFIX in name for name in names)
 
     return seen
-
-
-def text_has(path, text):
-    return lambda: path.exists() and text in path.read_text(errors="replace")
 
 
 def metric_lines(model_dir):

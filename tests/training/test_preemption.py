@@ -17,6 +17,7 @@ from cmrcx.cli import launch
 from cmrcx.common.errors import Preempted
 from cmrcx.common.paths import package_path
 from cmrcx.training.runner import Runner
+from tests.support import text_has, wait_for
 
 SAMPLE = package_path("data/clue_sample/afqmc_public")
 
@@ -69,18 +70,22 @@ def test_sigterm_saves_the_step_and_the_resumed_run_continues_exactly(tmp_path):
 @pytest.mark.slow
 def test_a_real_sigterm_to_a_training_process(tmp_path):
     argv = flags(tmp_path / "run", tmp_path / "tfds", steps=400)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "cmrcx.train", *argv],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "TQDM_MININTERVAL": "0"},
-    )  # fmt: skip
-    stderr = ""
-    while "train:" not in stderr:  # the progress bar: steps are running
-        stderr += child.stderr.read(1)
-    time.sleep(3)
-    child.send_signal(signal.SIGTERM)
-    stderr += child.stderr.read()
-    assert child.wait(timeout=120) == launch.PREEMPTED_EXIT_STATUS
-    message = stderr.strip().splitlines()[-1]
+    log = tmp_path / "train.log"
+    env = {**os.environ, "TQDM_MININTERVAL": "0", "PYTHONUNBUFFERED": "1"}
+    with open(log, "w") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "cmrcx.train", *argv], stderr=stderr, env=env
+        )
+    try:  # every wait bounded: a child that dies or hangs fails the test with its output
+        assert wait_for(child, text_has(log, "train:")), log.read_text()  # steps are running
+        time.sleep(3)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == launch.PREEMPTED_EXIT_STATUS, log.read_text()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=60)
+    message = log.read_text().strip().splitlines()[-1]
     assert message.startswith("preempted: SIGTERM (here or on another host): stopped after step ")
     step = int(message.split("after step ")[1].split()[0])
     assert 0 < step < 400 and (tmp_path / "run" / "checkpoints" / str(step)).is_dir()
@@ -106,7 +111,7 @@ def test_a_second_training_process_on_the_same_model_dir_is_refused(tmp_path):
         with model_dir_lock(str(model_dir)):
             pass
     holder.kill()  # SIGKILL: no clean-up code runs
-    holder.wait()
+    holder.wait(timeout=60)
     with model_dir_lock(str(model_dir)):
         assert (model_dir / ".train.lock").read_text().startswith(f"pid {os.getpid()} ")
 
@@ -141,7 +146,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_readable(tmp_path,
         shutil.rmtree(checkpoint_dir / str(step) / "default" / "ocdbt.process_0")
     # A new process (this one's tensorstore cache still holds the arrays it wrote).
     out = subprocess.run(
-        [sys.executable, "-m", "cmrcx.train", *argv], capture_output=True, text=True
+        [sys.executable, "-m", "cmrcx.train", *argv], capture_output=True, text=True, timeout=600
     )
     # orbax's asyncio threads may print "Event loop is closed" tracebacks of their own when
     # a restore fails (a known leftover); none passes through cmrcx's code.

@@ -70,7 +70,10 @@ def test_another_version_of_a_text_library_makes_another_store(tmp_path, monkeyp
 
 def test_abandoned_partial_stores_are_removed(tmp_path):
     dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     prefix = str(tmp_path / "store.partial-host-")
     os.makedirs(prefix + dead.stdout.strip())

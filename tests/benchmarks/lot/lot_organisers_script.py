@@ -67,6 +67,7 @@ def run_cli(predictions: Path, gold: Path) -> tuple[dict[str, float], float]:
         text=True,
         check=True,
         cwd=predictions.parent,
+        timeout=600,
     ).stdout
     metrics_line = next(line for line in out.splitlines() if line.startswith("所有指标"))
     weighted_line = next(line for line in out.splitlines() if line.startswith("加权总得分"))
@@ -113,5 +114,6 @@ def run_compute(pairs: list[tuple[Path, Path]], workdir: Path) -> list[dict]:
         text=True,
         check=True,
         cwd=workdir,
+        timeout=600,
     ).stdout
     return [json.loads(line) for line in out.splitlines()]

@@ -397,7 +397,7 @@ def test_the_sample_is_what_its_generator_writes(tmp_path: Path) -> None:
     """tools/make_lot_sample.py rebuilds the bundled files from the stories' source."""
     tool = REPO_ROOT / "tools" / "make_lot_sample.py"
     command = [sys.executable, str(tool), "--out", str(tmp_path)]
-    subprocess.run(command, check=True, capture_output=True)
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
     for task in formats.TASKS:
         for name in formats.SPLIT_FILES.values():
             assert (tmp_path / task / name).read_bytes() == (SAMPLE / task / name).read_bytes()

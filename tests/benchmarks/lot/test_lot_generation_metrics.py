@@ -153,7 +153,12 @@ def test_jieba_starts_quietly_with_a_cache_named_after_its_dictionary(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TMPDIR": str(tmp_path)}
     for _ in range(2):
         run = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
         )
         assert (run.stdout, run.stderr) == ("我们 去 上学 。\n", "")
     assert [p.name.startswith("jieba.cmrcx-") for p in tmp_path.iterdir()] == [True]
