@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from support import REPO_ROOT
+from tests.support import REPO_ROOT
 
 CODE_LINES = 100  # an entry point's lines after its docstring (the --help text) at most
 

@@ -8,10 +8,10 @@ import doctest
 import re
 
 import pytest
-from support import REPO_ROOT
 
 from cmrcx.models import registry
 from cmrcx.vocab import layouts
+from tests.support import REPO_ROOT
 
 # A comparison of something named a layout / vocabulary (kind) with a layout or vocabulary
 # name, the retired names of the idea, and the vocabulary kind guessed from the object or
