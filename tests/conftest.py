@@ -16,7 +16,7 @@ from pathlib import Path
 import gin
 import pytest
 
-import cmrcx  # noqa: F401  (first: it hides triton from torch; cmrcx/__init__.py says why)
+import cmrcx.cpu  # (first: it hides triton from torch; cmrcx/__init__.py says why)
 from tests.support import REPO_ROOT, run_cli_in
 
 # --- One persistent XLA compilation cache per test session ------------------------------
@@ -39,6 +39,13 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 def pytest_unconfigure(config):
     if os.environ.get(_JAX_CACHE_OWNER) == str(os.getpid()):
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
+
+# The process-wide CPU paths the entry points install at start-up (`cmrcx.cli.startup`):
+# tests that build a Trainer in process make dropout masks as `cmrcx.train` does (the same
+# bits either way: tests/cpu/test_threefry.py checks the lowering against the Random123
+# known answers JAX is checked against).
+cmrcx.cpu.enable()
 
 
 @pytest.fixture(autouse=True)
