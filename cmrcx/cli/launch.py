@@ -35,7 +35,8 @@ from cmrcx.common.errors import (
     TrainingDiverged,
 )
 from cmrcx.models import registry
-from cmrcx.training.run_config import RUN_TASKS, RunConfig
+from cmrcx.training import task_options
+from cmrcx.training.run_config import RunConfig
 
 PREEMPTED_EXIT_STATUS = 143  # 128 + SIGTERM, what schedulers expect of a terminated job
 
@@ -117,9 +118,15 @@ def _names_as_patterns(names: list[str]) -> str:
     """``clue_afqmc_bert.gin clue_afqmc_ernie.gin clue_csl_bert.gin clue_csl_ernie.gin``
     -> ``clue_{afqmc,csl}_{bert,ernie}.gin``: names `<task>_<model>.gin` (a RunConfig.task)
     where two or more models share two or more tasks; other names as they are."""
+    from cmrcx.common import quiet_start
+
+    quiet_start.import_tensorflow()  # the run-task registry imports it: quietly, off GPUs
+    from cmrcx.training.run_config import run_task_names
+
+    run_tasks = run_task_names()
     tasks_of_model: dict[str, list[str]] = {}
     for name in names:
-        tasks = [task for task in RUN_TASKS if name.startswith(task + "_")]
+        tasks = [task for task in run_tasks if name.startswith(task + "_")]
         if tasks:
             task = max(tasks, key=len)
             tasks_of_model.setdefault(name[len(task) + 1 : -len(".gin")], []).append(task)
@@ -418,6 +425,41 @@ def _end(message: str, status: int, argv) -> None:
     os._exit(status)
 
 
+def _run_config_with_options(**values) -> RunConfig:
+    """gin's `RunConfig`: the RunConfig fields bound, and the run task's options by their
+    own names (`RunConfig.decoding`), which RunConfig.checked() gives the task's options
+    class (`cmrcx.training.task_options`)."""
+    fields = {f.name for f in dataclasses.fields(RunConfig)} - {"options"}
+    options = {name: values.pop(name) for name in list(values) if name not in fields}
+    return RunConfig(**values, options=options or None)
+
+
+def _run_config_signature() -> inspect.Signature:
+    """RunConfig's fields and every run task's options, keyword-only with their defaults:
+    what gin checks a `RunConfig.NAME` binding against."""
+    defaults = {
+        f.name: f.default
+        if f.default is not dataclasses.MISSING
+        else inspect.Parameter.empty  # the model: a default_factory
+        for f in dataclasses.fields(RunConfig)
+        if f.name != "options"
+    }
+    defaults.update(task_options.all_option_defaults())
+    return inspect.Signature(
+        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+         for name, default in defaults.items()]
+    )  # fmt: skip
+
+
+_run_config_with_options.__signature__ = _run_config_signature()
+
+
+def bound_run_config_names() -> list[str]:
+    """The `RunConfig.NAME` that the parsed gin files and bindings bind (fields and
+    options; gin has no public view)."""
+    return list(gin.config._CONFIG.get(("", f"{RunConfig.__module__}.RunConfig"), {}))
+
+
 # A user's `include 'models/bert_base.gin'` (a path from before the folders): gin tries
 # its readers on each search path in turn, this one after plain open() fails. Registered
 # once: gin keeps a list, and every parse would otherwise add another copy.
@@ -425,6 +467,9 @@ gin.config.register_file_reader(_open_moved_include, _is_moved_include)
 # Gin reaches the library through these names only: `RunConfig.*` and the model configs
 # of the registered families, `cmrcx.<ConfigClass>.*` (cmrcx.BertConfig.*, cmrcx.T5Config.*),
 # in gin files and --gin.KEY=VALUE bindings.
-_GIN_RUN_CONFIG = gin.external_configurable(RunConfig, name="RunConfig")
+# gin's RunConfig keeps the selector the dataclass had (cmrcx.training.run_config.RunConfig).
+_GIN_RUN_CONFIG = gin.external_configurable(
+    _run_config_with_options, name="RunConfig", module=RunConfig.__module__
+)
 for _family in registry.FAMILIES.values():
     gin.external_configurable(_family.config_class, module="cmrcx")

@@ -89,17 +89,22 @@ def _no_saved_run(model_dir: str) -> str:
 
 
 def overridden(saved: RunConfig, given: RunConfig) -> RunConfig:
-    """`saved` with the RunConfig fields that gin binds replaced by `given`'s values (a
-    path field only when given a path), and the model's fields bound in gin applied."""
-    bound = gin.config._CONFIG.get(("", _selector(RunConfig)), {})  # gin has no public view
-    changes = {}
+    """`saved` with the RunConfig fields and task options that gin binds replaced by
+    `given`'s values (a path field only when given a path), and the model's fields bound
+    in gin applied."""
+    bound = launch.bound_run_config_names()
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    changes, options = {}, {}
     for name in bound:
         value = getattr(given, name)
         if name in PATH_MACROS.values() and (value is None or value is gin.REQUIRED):
             continue
-        changes[name] = value
+        (changes if name in fields else options)[name] = value
     if "model" not in bound:
         changes["model"] = _model_with_bindings(saved.model)
+    if options:  # by name, over the saved ones: RunConfig.checked() gives them their class
+        saved_options = dataclasses.asdict(saved.options) if saved.options else {}
+        changes["options"] = {**saved_options, **options}
     return dataclasses.replace(saved, **changes)
 
 

@@ -390,7 +390,8 @@ def prepared_store(run) -> PreparedStore:
     for field in _NOT_DATA_FIELDS:
         config.pop(field, None)
     code = [folder for name in _PREPROCESSING_CODE for folder in subpackage_folders(name)]
-    files = [p for p in (run.data_dir, run.validation_data_dir, run.vocab_file) if p]
+    held_out = getattr(run.options, "validation_data_dir", None)  # LongLM's option
+    files = [p for p in (run.data_dir, held_out, run.vocab_file) if p]
     fingerprint = "\0".join(
         [
             json.dumps(config, sort_keys=True, default=str),

@@ -1,6 +1,11 @@
 """`RunConfig`: everything one training or evaluation run needs, as a plain dataclass
 (the entry points fill it from gin in `cmrcx.cli.launch`), and its record in
 MODEL_DIR/run_config.json, which a resumed run must match.
+
+RunConfig holds what every run has (model, data, schedule, mesh, checkpoints); a run
+task's own options (CMRC 2019's decoding, LOT generation's sampling) are its
+`cmrcx.training.task_options` dataclass in `RunConfig.options`, read as before by their
+own names too (`run.decoding`).
 """
 
 from __future__ import annotations
@@ -9,16 +14,16 @@ import dataclasses
 import os
 
 from cmrcx.benchmarks import task_names
-from cmrcx.benchmarks.clue.reading_tasks import TASKS as CLUE_MRC_TASKS
 from cmrcx.benchmarks.clue.tasks import TASKS as CLUE_TASKS
-from cmrcx.benchmarks.lot.understanding import TASKS as LOT_UNDERSTANDING_TASKS
 from cmrcx.common.errors import ConfigError
 from cmrcx.common.field_types import check_field_types
 from cmrcx.common.paths import resolve_path
 from cmrcx.models import registry
 from cmrcx.models.attention import IMPLEMENTATIONS
 from cmrcx.models.bert import BertConfig
+from cmrcx.training import task_options
 from cmrcx.training.partitioning import RULE_SETS
+from cmrcx.training.task_options import LOT_MIXTURE_TASK, TaskOptions
 
 # RunConfig.optimizer
 OPTIMIZERS = ("adamw", "released_script", "transformers2_adamw", "clue_mrc_script")
@@ -26,27 +31,16 @@ OPTIMIZERS = ("adamw", "released_script", "transformers2_adamw", "clue_mrc_scrip
 # (`cmrcx.models.registry.Family.tiny_vocab_file`): local_tiny.gin's, whatever the family.
 TINY_VOCABULARY = "cmrcx:tiny"
 SELECT_MODES = ("max", "min")  # RunConfig.select_mode
-DECODINGS = ("paper", "baseline", "assignment")  # RunConfig.decoding (CMRC 2019, ChID)
 
 
-# The tasks RunConfig.task may name: benchmarks' tables (no TensorFlow or JAX import).
-# LongLM pretraining: the mixture of both objectives, or one (cmrcx.tasks.lot.pretraining.TASKS).
-LONGLM_TASKS = ("longlm_pretrain", "longlm_infilling", "longlm_continuation")
-# LOT's generation tasks (cmrcx.tasks.lot.generation.TASKS).
-LOT_GENERATION_TASKS = ("lot_plotcom", "lot_outgen")
-# One model for all four LOT tasks: the SeqIO mixture `lot` (cmrcx.tasks.lot.mixture).
-LOT_MIXTURE_TASK = "lot"
-LOT_MIXTURE_ROWS = ("lot_clozet", "lot_senpos", "lot_plotcom", "lot_outgen")
-RUN_TASKS = (
-    "cmrc2019",
-    *CLUE_TASKS,
-    *CLUE_MRC_TASKS,
-    *LONGLM_TASKS,
-    *LOT_UNDERSTANDING_TASKS,
-    *LOT_GENERATION_TASKS,
-    LOT_MIXTURE_TASK,
-)
-GENERATION_METHODS = ("greedy", "sample")  # RunConfig.generation_method
+def run_task_names() -> tuple[str, ...]:
+    """The tasks RunConfig.task may name: the run-task registry's (`cmrcx.training.run_tasks`,
+    which imports TensorFlow and SeqIO: the entry points have set them up by now)."""
+    from cmrcx.training.run_tasks import REGISTRY
+
+    return tuple(REGISTRY)
+
+
 _DATA_HINTS = {
     "longlm": "of the pretraining corpus: a folder of UTF-8 .txt files (novels, stories; "
     "LOT paper section 4), and RunConfig.validation_data_dir a folder of held-out texts",
@@ -68,7 +62,7 @@ _MIXTURE_DATA_HINT = (
 class RunConfig:
     """One fine-tuning run of any task. Paper values are set in gin_configs/."""
 
-    task: str = "cmrc2019"  # cmrc2019 | clue_afqmc | clue_tnews11 | ... (run_tasks.RUN_TASKS)
+    task: str = "cmrc2019"  # cmrc2019 | clue_afqmc | clue_tnews11 | ... (run_task_names())
     model_dir: str | None = None  # checkpoints, predictions, metrics.jsonl, events
     data_dir: str | None = None  # the task's official files (cmrc2019_*.json; afqmc_public/)
     vocabulary_name: str = "bert_chinese"  # names the SeqIO task: <task>_<name>
@@ -82,8 +76,6 @@ class RunConfig:
     # The network's config: any registered family's (cmrcx.models.registry), BERT by default.
     model: BertConfig = dataclasses.field(default_factory=BertConfig)
     max_length: int = 512  # tokens per example / window (CMRC 2019 paper: 512)
-    doc_stride: int = 128  # CMRC 2019 window stride (authors' baseline default)
-    max_candidate_tokens: int = 64  # CMRC 2019 candidate sentences are capped at this
     train_split: str = "train"
     eval_split: str = "validation"
     batch_size: int = 24  # windows per optimizer step, global (paper: 24)
@@ -138,32 +130,29 @@ class RunConfig:
     # With select_best and eval_every None: an evaluation every this many epochs of steps
     # (rounded down; CLUE's run_mrc.py evaluates CMRC 2018 every 0.5).
     eval_every_epochs: float = 1.0
-    decoding: str = "paper"  # CMRC 2019 mode written to predictions/: paper | baseline | assignment
     tfds_cache_dir: str | None = None  # prepared TFDS data; None: ~/.cache/cmrcx/tfds
     # Training batches read ahead on a background thread (cmrcx.training.prefetch), so an
     # accelerator's step does not wait on the disk; 0: read in the training loop.
     prefetch_batches: int = 2
     # Seq2seq (LongLM): inputs are max_length tokens, targets target_length (paper: 512/512).
     target_length: int = 512
-    validation_data_dir: str | None = None  # LongLM: folder of held-out .txt texts
-    max_decoded_examples: int = 16  # LongLM BLEU: texts decoded per objective (paper: 1,000)
-    # LOT generation (PlotCom, OutGen): every evaluation example is generated this way
-    # (LOT paper section 5.2: top-k sampling, k 40, temperature 0.7; runs/lot_generation.gin).
-    generation_method: str = "sample"  # greedy | sample
-    generation_top_k: int = 40  # sample among the k most likely tokens; 0: all
-    generation_temperature: float = 0.7  # logits / temperature before sampling
-    generation_max_new_tokens: int | None = None  # EOS included; None: target_length
-    # The decoder's first input when generating (transformers' generate(decoder_start_token_id=
-    # ...); the authors' gen.py: 1). None: the model's decoder_start_token_id, the one
-    # teacher forcing shifts with.
-    generation_start_token_id: int | None = None
-    generation_seed: int = 0  # example i samples with fold_in(key(seed), i)
-    # gen.py's slip: without "</s>" its clean-up drops the last character (compat only).
-    drop_last_char_without_eos: bool = False
-    # The `lot` mixture (task "lot"): {"lot_clozet": r, "lot_senpos": r, "lot_plotcom": r,
-    # "lot_outgen": r}, every task named, 0 leaves one out of training. None: T5's
-    # "proportional", each task's rate its number of training examples.
-    mixture_rates: dict | None = None
+    # The task's own options (cmrcx.training.task_options): its options class, or before
+    # checked() its options by name as gin binds them ({"decoding": "assignment"}) or None
+    # for the defaults. They read by name as well: run.decoding is run.options.decoding.
+    options: TaskOptions | dict | None = None
+
+    def __getattr__(self, name: str):
+        """An option of the run's task by its own name (`run.doc_stride`), as when every
+        option was a RunConfig field; AttributeError for a name the task does not own."""
+        options = self.__dict__.get("options")
+        if isinstance(options, TaskOptions) and name in task_options.option_names(type(options)):
+            return getattr(options, name)
+        if isinstance(options, dict) and name in options:
+            return options[name]
+        raise AttributeError(
+            f"RunConfig has no field or option {name!r}"
+            + (f" for the task {self.__dict__['task']!r}" if "task" in self.__dict__ else "")
+        )
 
     def checked(self) -> RunConfig:
         """Paths resolved; ConfigError naming what is missing and how to give it."""
@@ -178,7 +167,6 @@ class RunConfig:
             data_dir=resolve_path(self.data_dir),
             vocab_file=resolve_path(vocab_file),
             pretrained=resolve_path(self.pretrained),
-            validation_data_dir=resolve_path(self.validation_data_dir),
         )
         if run.model_dir is None:
             raise ConfigError("MODEL_DIR is not set: add --gin.MODEL_DIR=\"'runs/NAME'\"")
@@ -192,12 +180,12 @@ class RunConfig:
                 "HuggingFace or Google TF checkpoints into that form is `python -m "
                 "cmrcx.convert`."
             )
-        if run.task not in RUN_TASKS:
+        if run.task not in run_task_names():
             registered = task_names.find(run.task)  # a paper's name, e.g. "cluewsc2020"
             if registered is None:
                 raise ConfigError(
-                    f"RunConfig.task {run.task!r}: use one of {', '.join(RUN_TASKS)}; also the "
-                    f"papers' names: {task_names.paper_names_text()}"
+                    f"RunConfig.task {run.task!r}: use one of {', '.join(run_task_names())}; "
+                    f"also the papers' names: {task_names.paper_names_text()}"
                 )
             run = dataclasses.replace(run, task=registered)
         if run.data_dir is None:
@@ -219,12 +207,7 @@ class RunConfig:
             raise ConfigError(
                 f"RunConfig.optimizer {run.optimizer!r}: use one of {', '.join(OPTIMIZERS)}"
             )
-        if run.decoding not in DECODINGS:
-            raise ConfigError(
-                f"RunConfig.decoding {run.decoding!r}: use one of {', '.join(DECODINGS)}"
-            )
-        _check_generation(run)
-        _check_mixture_rates(run)
+        run = _with_checked_options(run)
         if run.grad_accum_steps < 1 or run.batch_size % run.grad_accum_steps:
             raise ConfigError(
                 f"RunConfig.batch_size {run.batch_size} does not split into "
@@ -344,6 +327,21 @@ def check_pretrained(pretrained: str, model) -> None:
     )
 
 
+def with_task_options(run: RunConfig) -> RunConfig:
+    """`run` with its options as its task's options class (from the flat values gin
+    binds, or the defaults); the task must be a registered one."""
+    from cmrcx.training.run_tasks.base import run_task_options
+
+    return dataclasses.replace(run, options=run_task_options(run))
+
+
+def _with_checked_options(run: RunConfig) -> RunConfig:
+    """`with_task_options(run)`, the options' types and values checked by their class."""
+    run = with_task_options(run)
+    check_field_types(run.options, "RunConfig")
+    return dataclasses.replace(run, options=run.options.checked(run))
+
+
 def _check_selection(run: RunConfig) -> None:
     """ConfigError for a model selection that cannot work (the task's own metric names are
     checked by the runner, which knows them)."""
@@ -363,56 +361,6 @@ def _check_selection(run: RunConfig) -> None:
             "RunConfig.select_best needs evaluations during training: set "
             "RunConfig.eval_every (steps) or eval_every_epochs to a positive value"
         )
-
-
-def _check_generation(run: RunConfig) -> None:
-    """ConfigError naming the first bad generation setting."""
-    max_new = run.generation_max_new_tokens
-    problems = [
-        (run.generation_method not in GENERATION_METHODS,
-         f"generation_method {run.generation_method!r}: use one of "
-         + ", ".join(GENERATION_METHODS)),
-        (run.generation_top_k < 0, f"generation_top_k {run.generation_top_k} < 0"),
-        (not run.generation_temperature > 0,
-         f"generation_temperature {run.generation_temperature} is not positive"),
-        (max_new is not None and not 1 <= max_new <= run.target_length,
-         f"generation_max_new_tokens {max_new}: use 1 to target_length {run.target_length}"),
-    ]  # fmt: skip
-    for bad, message in problems:
-        if bad:
-            raise ConfigError(f"RunConfig.{message}")
-
-
-def _check_mixture_rates(run: RunConfig) -> None:
-    """ConfigError for rates that are not a rate >= 0 for each task of the `lot` mixture."""
-    rates = run.mixture_rates
-    if rates is None:
-        return
-    if run.task != LOT_MIXTURE_TASK:
-        raise ConfigError(
-            f"RunConfig.mixture_rates is for the task {LOT_MIXTURE_TASK!r} (the LOT mixture); "
-            f"{run.task} is one task"
-        )
-    try:
-        rates = dict(rates)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"RunConfig.mixture_rates {rates!r}: give a dict, e.g. {{'lot_clozet': 1.0, ...}}"
-        ) from None
-    names = ", ".join(LOT_MIXTURE_ROWS)
-    if set(rates) != set(LOT_MIXTURE_ROWS):
-        raise ConfigError(f"RunConfig.mixture_rates {rates!r}: name each of {names} once")
-    for task, rate in rates.items():
-        if (
-            isinstance(rate, bool)
-            or not isinstance(rate, int | float)
-            or not 0 <= rate < float("inf")
-        ):
-            raise ConfigError(
-                f"RunConfig.mixture_rates[{task!r}] = {rate!r}: use a finite number >= 0"
-            )
-    if not any(rates.values()):
-        raise ConfigError("RunConfig.mixture_rates are all 0: nothing to train on")
 
 
 RUN_CONFIG_FILE = "run_config.json"  # MODEL_DIR/run_config.json: the run that made it
@@ -443,9 +391,16 @@ _FREE_MODEL_FIELDS = ("dtype", "remat_policy", *DROPOUT_FIELDS)
 
 
 def run_config_json(run: RunConfig) -> dict:
-    """The RunConfig as JSON data (the model as {"family": its registry name, fields})."""
+    """The RunConfig as JSON data (the model as {"family": its registry name, fields}).
+    The options stay flat, as when they were RunConfig fields: every run task's option by
+    its name, another task's at its default (older cmrcx reads the file; prepared-example
+    stores keep their keys)."""
     family = registry.family_of(run.model).name
-    data = dataclasses.asdict(run)
+    options = with_task_options(run).options
+    data = dataclasses.asdict(dataclasses.replace(run, options=None))
+    del data["options"]
+    data.update(task_options.all_option_defaults())
+    data.update(dataclasses.asdict(options))
     data["model"] = {"family": family, **dataclasses.asdict(run.model)}
     data["mesh_shape"] = list(run.mesh_shape)
     data["logical_rules"] = (
@@ -471,7 +426,9 @@ def read_run_config(model_dir: str) -> RunConfig | None:
         data["mesh_shape"] = tuple(data["mesh_shape"])
         if data.get("dcn_mesh_shape") is not None:
             data["dcn_mesh_shape"] = tuple(data["dcn_mesh_shape"])
-        return RunConfig(model=model, **data)
+        fields = {f.name for f in dataclasses.fields(RunConfig)}
+        options = {name: data.pop(name) for name in list(data) if name not in fields}
+        return with_task_options(RunConfig(model=model, options=options, **data))
     except (ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{path} is unreadable ({error}); remove it to start afresh") from error
 

@@ -64,7 +64,7 @@ class Runner:
     """Everything one run needs, built once."""
 
     def __init__(self, run: RunConfig, for_training: bool = True):
-        self.run = run
+        run = self.run = run_config.with_task_options(run)  # the options as its task's class
         # A new run's PRETRAINED that is no export of its network: said before anything is
         # made in MODEL_DIR (only a run's start reads it).
         if for_training and run.pretrained and not checkpoints.has_checkpoints(run.model_dir):

@@ -10,6 +10,7 @@ from cmrcx.common.paths import package_path
 from cmrcx.models.bert import BertConfig
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.runner import Runner
+from cmrcx.training.task_options import Cmrc2019Options
 
 TINY = BertConfig(
     vocab_size=4096,
@@ -29,7 +30,7 @@ def base_run(tmp_path_factory):
         vocabulary_name="tiny",
         model=TINY,
         max_length=128,
-        doc_stride=64,
+        options=Cmrc2019Options(doc_stride=64),
         batch_size=8,
         num_train_steps=8,
         learning_rate=1e-3,

@@ -7,6 +7,10 @@ them by name (`register`); importing `cmrcx.training.run_tasks` loads them all, 
 for the run's vocabulary and data. Adding a task of an existing problem type is a row
 in its benchmark's table; adding a problem type is a Model API and a RunTask class.
 
+A run task's own settings (CMRC 2019's `decoding`, LOT generation's sampling) are its
+`options_class`, a `cmrcx.training.task_options` dataclass that checks them;
+`RunConfig.options` holds the run's (`run_task_options`).
+
 An evaluation takes the scores of every scoring batch (`add`), then `finish` decodes
 them, writes the official-format prediction file and returns the metrics of the task's
 own metric functions, with the targets the SeqIO task carries (never re-read from the
@@ -15,6 +19,7 @@ official files).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -22,6 +27,8 @@ import jax
 import numpy as np
 
 from cmrcx.model_api.base import ModelApi
+from cmrcx.training import task_options
+from cmrcx.training.task_options import TaskOptions
 
 
 class Evaluation(Protocol):
@@ -38,6 +45,12 @@ class Evaluation(Protocol):
         ...
 
 
+def run_task_options(run) -> TaskOptions:
+    """`run.options` as the options of `run.task`'s run task (`task_options.task_options`:
+    from flat values, another class's, or None for the defaults)."""
+    return task_options.task_options(REGISTRY[run.task].options_class, run.options, run.task)
+
+
 class RunTask(Protocol):
     """One `RunConfig.task`: its SeqIO tasks, its Model API, and how a split is scored.
 
@@ -46,6 +59,7 @@ class RunTask(Protocol):
     """
 
     name: str  # the registered name, e.g. "clue_afqmc"
+    options_class: type[TaskOptions] = TaskOptions  # its own options (RunConfig.options)
     train_task: str  # SeqIO task the runner trains on
     score_task: str  # SeqIO task the runner scores (often the same)
     model: ModelApi
@@ -98,12 +112,13 @@ def register(names: Iterable[str], factory: RunTaskFactory) -> None:
 
 
 def build_run_task(run) -> RunTask:
-    """The RunTask of `run.task` (its SeqIO tasks registered for this run)."""
+    """The RunTask of `run.task` (its SeqIO tasks registered for this run), given the
+    run with its options as the task's `options_class` (`task_options`)."""
     if run.task not in REGISTRY:
         raise ValueError(
             f"RunConfig.task {run.task!r}: no run task for it; registered: {', '.join(REGISTRY)}"
         )
-    return REGISTRY[run.task](run)
+    return REGISTRY[run.task](dataclasses.replace(run, options=run_task_options(run)))
 
 
 def announce(path: str, what: str, detail: str = "") -> None:

@@ -36,6 +36,7 @@ from cmrcx.models import registry
 from cmrcx.tasks.clue import classification as clue_tasks
 from cmrcx.tasks.clue import reading as clue_mrc_tasks
 from cmrcx.training.run_tasks.base import RunTask, announce, register
+from cmrcx.training.task_options import ClueReadingOptions
 from cmrcx.vocab import layouts
 
 
@@ -136,6 +137,8 @@ CHID_DECODING = {"paper": "baseline", "baseline": "baseline", "assignment": "ass
 class ClueMrcRunTask(RunTask):
     """A CLUE reading-comprehension task: windows or choice sets in, official files out."""
 
+    options_class = ClueReadingOptions
+
     def __init__(self, run):
         self.run, self.row = run, READING_TASKS[run.task]
         self.name = self.row.name
@@ -147,7 +150,7 @@ class ClueMrcRunTask(RunTask):
             max_length=run.max_length,
             lower_case=run.lower_case,
             tfds_cache_dir=run.tfds_cache_dir,
-            doc_stride=run.doc_stride,
+            doc_stride=run.options.doc_stride,
             train_split=run.train_split,
             layout=self.layout,
         )
@@ -181,7 +184,7 @@ class ClueMrcRunTask(RunTask):
             run.data_dir,
             split,
             run.max_length,
-            run.doc_stride,
+            run.options.doc_stride,
             run.tfds_cache_dir,
             training=split == run.train_split,
             layout=self.layout,
@@ -201,7 +204,11 @@ class ClueMrcRunTask(RunTask):
         if self.row.dataset == "cmrc2018":  # the official evaluator's numbers
             return {"EM": "max", "F1": "max", "AVERAGE": "max"}
         if self.row.dataset == "chid":  # the written decoding's, and the other one's
-            other = "assignment" if CHID_DECODING[self.run.decoding] == "baseline" else "baseline"
+            other = (
+                "assignment"
+                if CHID_DECODING[self.run.options.decoding] == "baseline"
+                else "baseline"
+            )
             return {"accuracy": "max", f"accuracy_{other}": "max"}
         return {"accuracy": "max"}
 
@@ -280,7 +287,7 @@ class MrcEvaluation:
         return _metrics(task, targets, [predictions[q.qid] for q in questions])
 
     def _finish_chid(self, model_dir, task, blanks, scores):
-        mode = CHID_DECODING[self.run_task.run.decoding]
+        mode = CHID_DECODING[self.run_task.run.options.decoding]
         tags = [b.tag for b in blanks]
         lines = [b.line_index for b in blanks]  # a line's blanks share its candidates
         choice_mask = np.zeros_like(scores, np.int32)

@@ -18,12 +18,14 @@ from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.models import registry
 from cmrcx.tasks import cmrc2019 as cmrc2019_tasks
 from cmrcx.training.run_tasks.base import RunTask, announce, register
+from cmrcx.training.task_options import Cmrc2019Options
 
 
 class Cmrc2019RunTask(RunTask):
     """CMRC 2019 sentence cloze: windows in, per-passage choice lists out (QAC/PAC)."""
 
     name = "cmrc2019"
+    options_class = Cmrc2019Options
 
     def __init__(self, run):
         self.run = run
@@ -32,8 +34,8 @@ class Cmrc2019RunTask(RunTask):
             run.vocab_file,
             {"cmrc2019": run.data_dir},
             max_length=run.max_length,
-            doc_stride=run.doc_stride,
-            max_candidate_tokens=run.max_candidate_tokens,
+            doc_stride=run.options.doc_stride,
+            max_candidate_tokens=run.options.max_candidate_tokens,
             tfds_cache_dir=run.tfds_cache_dir,
             lower_case=run.lower_case,
         )
@@ -93,7 +95,7 @@ class Cmrc2019Evaluation:
             mode: cmrc2019_evaluation.decode_all(self.table.tables, mode)
             for mode in cmrc2019_evaluation.DECODING_MODES
         }
-        predictions = decoded[run.decoding]
+        predictions = decoded[run.options.decoding]
         if jax.process_index() == 0:
             path = os.path.join(
                 model_dir, "predictions", f"{self.run_task.train_task}_{self.split}.json"

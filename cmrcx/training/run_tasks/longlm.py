@@ -19,6 +19,7 @@ from cmrcx.model_api.seq2seq import Seq2SeqModel
 from cmrcx.models import registry
 from cmrcx.tasks.lot import pretraining as longlm_tasks
 from cmrcx.training.run_tasks.base import RunTask, announce, register
+from cmrcx.training.task_options import LongLMOptions
 from cmrcx.vocab.sentencepiece import special_id_differences
 
 # RunConfig.task values: the mixture of both objectives, or one of them.
@@ -39,11 +40,13 @@ class LongLMPretrainRunTask(RunTask):
     decoded the paper's way for BLEU).
     """
 
+    options_class = LongLMOptions
+
     def __init__(self, run):
         self.run, self.name = run, run.task
         is_mixture = run.task == longlm_tasks.MIXTURE_NAME
         self.rows = list(longlm_tasks.TASKS) if is_mixture else [run.task]
-        self.validation_dir = resolve_path(run.validation_data_dir)  # `cmrcx:` paths too
+        self.validation_dir = resolve_path(run.options.validation_data_dir)  # `cmrcx:` paths too
         longlm_tasks.register(
             run.vocabulary_name,
             run.vocab_file,
@@ -93,7 +96,7 @@ class LongLMPretrainRunTask(RunTask):
 
             def tag(number, example, index=index):
                 number = tf.cast(number, tf.int32)
-                decoded = number < self.run.max_decoded_examples
+                decoded = number < self.run.options.max_decoded_examples
                 return longlm_tasks.pad_to_lengths(
                     {
                         **example,

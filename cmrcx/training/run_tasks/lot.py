@@ -24,6 +24,7 @@ from cmrcx.tasks.lot import pretraining as longlm_tasks
 from cmrcx.tasks.lot import understanding as lot_understanding
 from cmrcx.training.run_tasks.base import RunTask, announce, metric_lines, register
 from cmrcx.training.run_tasks.longlm import note_special_id_differences, until_eos
+from cmrcx.training.task_options import LotGenerationOptions
 from cmrcx.vocab import layouts
 
 
@@ -173,6 +174,8 @@ class LotGenerationRunTask(RunTask):
     Writes MODEL_DIR/predictions/<task>_<split>.jsonl in the official file's schema.
     """
 
+    options_class = LotGenerationOptions
+
     def __init__(self, run):
         self.run, self.name = run, run.task
         self.row = generation_tasks.get_task(run.task)
@@ -186,7 +189,7 @@ class LotGenerationRunTask(RunTask):
             max_length=run.max_length,
             target_length=run.target_length,
             tfds_cache_dir=run.tfds_cache_dir,
-            drop_last_char_without_eos=run.drop_last_char_without_eos,
+            drop_last_char_without_eos=run.options.drop_last_char_without_eos,
             layout=family.layout,
         )
         if not self.causal:  # an encoder-decoder's (T5Config's) pad / eos ids
@@ -200,14 +203,9 @@ class LotGenerationRunTask(RunTask):
         self.score_task = longlm_tasks.register_function_task(
             f"{run.task}_score_{vocabulary_name}", self._score_examples, splits, self.row_task
         )
-        self.decoding = longlm_tasks.Decoding(
-            run.generation_method,
-            run.generation_top_k,
-            run.generation_temperature,
-            run.generation_max_new_tokens,
-        )
+        self.decoding = generation_decoding(run.options)
         if self.causal:
-            if run.generation_start_token_id is not None:
+            if run.options.generation_start_token_id is not None:
                 raise ConfigError(
                     f"{run.task}: RunConfig.generation_start_token_id is for encoder-decoders; "
                     f"a {family.name} model continues its input (set it to None)"
@@ -217,7 +215,7 @@ class LotGenerationRunTask(RunTask):
                 run.max_length,
                 run.target_length,
                 [self.decoding],
-                sampling_seed=run.generation_seed,
+                sampling_seed=run.options.generation_seed,
             )
         else:
             self.model = generation_model(run, self.decoding)
@@ -263,6 +261,16 @@ class LotGenerationRunTask(RunTask):
         return metric_lines(self.name, results, split, fractions=True)
 
 
+def generation_decoding(options: LotGenerationOptions) -> longlm_tasks.Decoding:
+    """The decoding every evaluation example is generated with (RunConfig.generation_*)."""
+    return longlm_tasks.Decoding(
+        options.generation_method,
+        options.generation_top_k,
+        options.generation_temperature,
+        options.generation_max_new_tokens,
+    )
+
+
 def generation_model(run, decoding, **options) -> Seq2SeqModel:
     """The run's seq2seq network with its generation settings and one decoding."""
     return Seq2SeqModel(
@@ -270,8 +278,8 @@ def generation_model(run, decoding, **options) -> Seq2SeqModel:
         run.max_length,
         run.target_length,
         [decoding],
-        generation_start_token_id=run.generation_start_token_id,
-        sampling_seed=run.generation_seed,
+        generation_start_token_id=run.options.generation_start_token_id,
+        sampling_seed=run.options.generation_seed,
         **options,
     )
 

@@ -29,8 +29,10 @@ from cmrcx.training.run_tasks.lot import (
     LotGenerationEvaluation,
     LotUnderstandingEvaluation,
     check_marker_ids_fit,
+    generation_decoding,
     generation_model,
 )
+from cmrcx.training.task_options import LotMixtureOptions
 
 LOT_MIXTURE_RUN_TASK = mixture_tasks.MIXTURE_NAME  # RunConfig.task "lot"
 LEAK_GUARD_FILE = "lot_leak_guard.json"  # MODEL_DIR/: the training lines the guard dropped
@@ -85,6 +87,8 @@ class LotMixtureRunTask(RunTask):
     their columns are all there: `understanding-overall`, `generation-overall`.
     """
 
+    options_class = LotMixtureOptions
+
     def __init__(self, run):
         self.run, self.name = run, run.task
         if run.train_split != "train":
@@ -98,11 +102,11 @@ class LotMixtureRunTask(RunTask):
             run.vocabulary_name,
             run.vocab_file,
             self.data_dirs,
-            rates=run.mixture_rates,
+            rates=run.options.mixture_rates,
             max_length=run.max_length,
             target_length=run.target_length,
             tfds_cache_dir=run.tfds_cache_dir,
-            drop_last_char_without_eos=run.drop_last_char_without_eos,
+            drop_last_char_without_eos=run.options.drop_last_char_without_eos,
             guard_report=self.guard_report,
         )
         self.row_tasks = dict(zip(mixture_tasks.ROWS, names, strict=True))
@@ -127,12 +131,7 @@ class LotMixtureRunTask(RunTask):
             list(mixture_tasks.SPLITS),
             names[0],
         )
-        self.decoding = longlm_tasks.Decoding(
-            run.generation_method,
-            run.generation_top_k,
-            run.generation_temperature,
-            run.generation_max_new_tokens,
-        )
+        self.decoding = generation_decoding(run.options)
         self.model = generation_model(run, self.decoding, num_candidates=self.num_candidates)
 
     def _train_examples(self, split: str) -> tf.data.Dataset:
