@@ -230,38 +230,22 @@ class RunConfig:
             run = dataclasses.replace(run, vocab_file=os.path.join(run.pretrained, name))
         if not os.path.isfile(run.vocab_file):
             raise ConfigError(f"vocabulary file not found: {run.vocab_file}")
-        _check_wordpiece_fits(run)
-        _check_t5_spiece(run)
+        _check_vocabulary_fits(run)
         return run
 
 
-def _check_t5_spiece(run: RunConfig) -> None:
-    """ConfigError for a T5-family run whose spiece.model the T5 tasks cannot read (no
-    <pad>, </s> or <unk> piece; not a model), before anything is built."""
-    if registry.family_of(run.model).name != "t5" or not run.vocab_file.endswith(".model"):
-        return
-    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-
+def _check_vocabulary_fits(run: RunConfig) -> None:
+    """ConfigError for a vocabulary file the family's layout does not read (a T5
+    spiece.model without <pad>, </s> or <unk>; a vocab.txt that is not one), or a
+    WordPiece vocab.txt with more tokens than the model has embedding rows: ids past them
+    index nothing, and the first step's loss is NaN (a 'lower the learning rate' message
+    that hides the cause)."""
     try:
-        T5SentencePieceVocabulary(run.vocab_file)
+        tokens = registry.family_of(run.model).layout.file_tokens(run.vocab_file)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-
-
-def _check_wordpiece_fits(run: RunConfig) -> None:
-    """ConfigError for a WordPiece vocab.txt that does not read, or has more tokens than
-    the model has embedding rows: ids past them index nothing, and the first step's loss
-    is NaN (a 'lower the learning rate' message that hides the cause)."""
     rows = getattr(run.model, "vocab_size", None)
-    if not run.vocab_file.endswith(".txt") or rows is None:
-        return
-    from cmrcx.vocab.wordpiece import read_vocab_file
-
-    try:
-        tokens = len(read_vocab_file(run.vocab_file))
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    if tokens > rows:
+    if tokens is not None and rows is not None and tokens > rows:
         name = type(run.model).__name__
         raise ConfigError(
             f"{run.vocab_file} has {tokens} tokens and the model {rows} embedding rows "

@@ -101,6 +101,13 @@ class Layout:
         """id -> text of the markers a readable view names (`cmrcx.inspect`)."""
         return {}
 
+    def file_tokens(self, vocab_file: str) -> int | None:
+        """Reads `vocab_file` as this layout's runs will, before anything is built
+        (`RunConfig.checked`): ValueError when it does not read; its token count where
+        every line is an id the model must have an embedding row for (WordPiece's
+        vocab.txt), else None."""
+        return None
+
     def readable(self, vocabulary, ids: Sequence[int]) -> str:
         """ids -> what a reader should see (`cmrcx.inspect`): the decoded text."""
         return vocabulary.decode(list(ids))
@@ -169,6 +176,13 @@ class BertLayout(Layout):
 
     def pointer_ids(self, vocabulary):
         return understanding.WordPieceIds.from_vocabulary(vocabulary)
+
+    def file_tokens(self, vocab_file):
+        if not vocab_file.endswith(".txt"):
+            return None
+        from cmrcx.vocab.wordpiece import read_vocab_file
+
+        return len(read_vocab_file(vocab_file))
 
     def readable(self, vocabulary, ids):
         """WordPiece token by token (`[CLS] 他 [unused1] ##s [SEP]`), not detokenized, so
@@ -250,6 +264,15 @@ class T5Layout(Layout):
             "clozet": understanding.clozet_sentencepiece,
             "senpos": understanding.senpos_sentencepiece,
         }[data_task]
+
+    def file_tokens(self, vocab_file):
+        """A spiece.model the T5 tasks cannot read (no <pad>, </s> or <unk> piece; not a
+        model) is a ValueError."""
+        if vocab_file.endswith(".model"):
+            from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+
+            T5SentencePieceVocabulary(vocab_file)
+        return None
 
     def pointer_ids(self, vocabulary):
         return understanding.SentencePieceIds.from_vocabulary(vocabulary)

@@ -26,12 +26,8 @@ BRANCHES = re.compile(
     r"|isinstance\(\w*vocab\w*, \w*Vocabulary\)"
     r"|(vocab_file|spiece)\.endswith\("
 )
-# Files that still branch, each with why: the lead routes them through the layouts.
-ALLOWED = {
-    # RunConfig.checked's vocabulary checks go by file extension; run_config.py is being
-    # split into per-run-task options by another item of issue 39.
-    "cmrcx/training/run_config.py": "to route through the family's layout (a Layout check)",
-}
+# Files that may still branch, each with why (none: every branch goes through a layout).
+ALLOWED: dict[str, str] = {}
 
 
 def _sources():
