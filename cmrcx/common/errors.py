@@ -14,6 +14,20 @@ class ConfigError(ValueError):
     """A run is missing something it needs; the message says what and how to give it."""
 
 
+def raise_first(problems, prefix: str) -> None:
+    """ConfigError(prefix + message) for the first (bad, message) pair whose bad is true:
+    a config's checks as one table.
+
+    >>> raise_first([(False, "a"), (True, "b < 0")], "RunConfig.")
+    Traceback (most recent call last):
+    ...
+    cmrcx.common.errors.ConfigError: RunConfig.b < 0
+    """
+    for bad, message in problems:
+        if bad:
+            raise ConfigError(prefix + message)
+
+
 class TrainingDiverged(RuntimeError):
     """The loss or the gradient norm went non-finite; nothing after it was saved."""
 

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from cmrcx.benchmarks.lot import formats
 from cmrcx.benchmarks.lot import generation as lot_generation
 from cmrcx.benchmarks.records import is_json_int
-from cmrcx.common.errors import ConfigError, DataFormatError
+from cmrcx.common.errors import ConfigError, DataFormatError, raise_first
 from cmrcx.common.field_types import check_field_types
 from cmrcx.common.progress import ticking
 from cmrcx.models import decoding, registry
@@ -70,9 +70,7 @@ class GenerationConfig:
             (self.early_stopping not in (False, True, "never"),
              f"early_stopping {self.early_stopping!r}: use False, True or 'never'"),
         ]  # fmt: skip
-        for bad, message in problems:
-            if bad:
-                raise ConfigError(f"GenerationConfig.{message}")
+        raise_first(problems, "GenerationConfig.")
         return self
 
 

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from cmrcx.benchmarks.cmrc2019.evaluation import DECODING_MODES
-from cmrcx.common.errors import ConfigError
+from cmrcx.common.errors import ConfigError, raise_first
 from cmrcx.common.paths import resolve_path
 
 
@@ -122,9 +122,7 @@ class LotGenerationOptions(TaskOptions):
             (max_new is not None and not 1 <= max_new <= run.target_length,
              f"generation_max_new_tokens {max_new}: use 1 to target_length {run.target_length}"),
         ]  # fmt: skip
-        for bad, message in problems:
-            if bad:
-                raise ConfigError(f"RunConfig.{message}")
+        raise_first(problems, "RunConfig.")
         return self
 
 
