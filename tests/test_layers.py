@@ -136,3 +136,19 @@ def test_the_library_imports_without_gin():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"imported {len(library)}" in result.stdout
+
+
+def test_the_entry_points_flag_modules_load_no_tensorflow():
+    """`cmrcx.cli.launch` (and the model registry, layouts and run options it imports)
+    loads no TensorFlow: the entry points import it before `prepare_process()`'s quiet
+    start, which alone keeps TF's CUDA start-up lines off the terminal."""
+    script = (
+        "import sys\n"
+        "from cmrcx.cli import launch, startup\n"
+        "print(sorted({'tensorflow', 'seqio'} & set(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["[]"], result.stdout

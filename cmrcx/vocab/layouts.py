@@ -25,14 +25,17 @@ here (the framings it supports, the others raise `ValueError`) and a `LAYOUTS` e
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import seqio
 
 from cmrcx.benchmarks import windows as frames
 from cmrcx.benchmarks.clue import c3, chid, cmrc2018_xlnet
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.lot import understanding
+
+if TYPE_CHECKING:  # seqio imports TensorFlow: not before the entry points' quiet start
+    import seqio
 
 SpecialIds = frames.SpecialIds  # cls_id, sep_id, pad_id: what a frame needs
 Tokenize = Callable[[str], Sequence[int]]
