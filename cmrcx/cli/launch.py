@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import gin
 
+from cmrcx import cpu
 from cmrcx.benchmarks import task_names
 from cmrcx.common.errors import (
     STORAGE_ERRNOS,
@@ -355,7 +356,8 @@ def unset_required_values() -> list[str]:
 
 
 def prepare_process() -> None:
-    """Per-process start-up: keep TensorFlow off accelerators; join a multi-host job.
+    """Per-process start-up: keep TensorFlow off accelerators; the CPU paths
+    (`cmrcx.cpu.enable`); join a multi-host job.
 
     jax.distributed.initialize() runs when the environment describes a cluster:
     JAX_COORDINATOR_ADDRESS (host:port) with JAX_NUM_PROCESSES and JAX_PROCESS_ID,
@@ -364,6 +366,7 @@ def prepare_process() -> None:
     from cmrcx.common import quiet_start
 
     quiet_start.import_tensorflow()  # TF only feeds data: off GPUs, start-up chatter dropped
+    cpu.enable()  # the process-wide CPU paths (JAX loads here, after TensorFlow's quiet start)
     if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("CMRCX_DISTRIBUTED") == "1":
         import jax
 

@@ -112,14 +112,18 @@ def test_entries_restart_before_jax_or_tensorflow_load(entry):
     assert all(module.split(".")[0] in stdlib for module in modules), modules
 
 
-def test_the_start_up_restarts_before_jax_loads_and_then_enables_the_cpu_paths():
-    """Importing `cmrcx.cli.startup` loads no JAX (the restart comes first); `start()`
-    then installs the unrolled threefry lowering (`cmrcx.cpu.enable`)."""
+def test_the_start_up_restarts_before_jax_loads_and_prepare_process_enables_the_cpu_paths():
+    """`cmrcx.cli.startup` loads no JAX, on import or in `start()` (the restart comes
+    first); `launch.prepare_process()` then installs the unrolled threefry lowering
+    (`cmrcx.cpu.enable`), after TensorFlow's quiet start."""
     script = (
         "import sys\n"
         "from cmrcx.cli import startup\n"
         "assert 'jax' not in sys.modules, 'jax loaded before the restart'\n"
         "startup.start()\n"
+        "assert 'jax' not in sys.modules, 'jax loaded by start()'\n"
+        "from cmrcx.cli import launch\n"
+        "launch.prepare_process()\n"
         "import jax\n"
         "text = jax.jit(lambda k: jax.random.bits(k, (8,))).lower(jax.random.key(0)).as_text()\n"
         "print('loop' if 'while' in text else 'unrolled')\n"
