@@ -7,7 +7,7 @@ position only in the window where it has the most context on its scarcer side.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -55,44 +55,37 @@ def max_context_span(spans: list[Span], position: int) -> int:
 
 
 class SpecialIds(NamedTuple):
-    """The ids a BERT input's frame needs: ``[CLS] ... [SEP] ... [SEP]`` and the padding
-    (0, ``[PAD]`` in BERT vocabularies, in every baseline). CMRC 2018 and C3 use it; ChID's
-    own adds [MASK] and its blank marker."""
+    """A vocabulary's special ids, as its input layout reads them (`cmrcx.vocab.layouts`
+    `Layout.special_ids`, the one place that knows which token is which): the frame's
+    (``[CLS]``/``<cls>``, ``[SEP]``/``<sep>``, the padding: 0, ``[PAD]`` in BERT
+    vocabularies, in every baseline) and the markers a benchmark writes into a text (None
+    where the vocabulary has none)."""
 
     cls_id: int
     sep_id: int
     pad_id: int = 0
+    blank_id: int | None = None  # ChID: the blank to fill ([unused1]; XLNet's <mask>)
+    other_blank_id: int | None = None  # ChID: another blank's 4 tokens ([MASK]; <unk>)
 
-    @classmethod
-    def from_vocabulary(cls, vocabulary) -> SpecialIds:
-        """From anything with ``token_to_id`` (e.g. `cmrcx.vocab.wordpiece.WordPieceVocabulary`)."""
-        return cls(*(vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")))
+
+class Frame(Protocol):
+    """A layout's frame with its special ids bound (`cmrcx.vocab.layouts` `Layout.frame`):
+    each choice's parts (id lists; a separator follows every part) framed and padded to
+    ``max_length``, the rows past the choices all padding: input_ids, token_type_ids,
+    input_mask int32 [rows (default: the choices), max_length]. ``one_segment``: every
+    token type 0 where the layout's frame has segment types 0/1 (the BERT ChID
+    baseline's input). ValueError when a choice does not fit."""
+
+    def __call__(
+        self,
+        choices: Sequence[Sequence[Sequence[int]]],
+        max_length: int,
+        *,
+        rows: int | None = None,
+        one_segment: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 # XLNet's segment ids (zihangdai/xlnet run_squad.py SEG_ID_P, SEG_ID_Q, SEG_ID_CLS; the
 # padding's is XLNetTokenizer's `pad_token_type_id`, 3, as the classification tasks use).
 XLNET_TYPE_A, XLNET_TYPE_B, XLNET_TYPE_CLS, XLNET_TYPE_PAD = 0, 1, 2, 3
-
-
-def xlnet_frame(
-    first: Sequence[int], second: Sequence[int], ids: SpecialIds, max_length: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """XLNet's ``a <sep> b <sep> <cls>`` padded on the left to ``max_length``.
-
-    Returns input_ids, token_type_ids (0 for a and its <sep>, 1 for b and its <sep>, 2 for
-    <cls>, `XLNET_TYPE_PAD` for padding) and input_mask (1 = real token), int32
-    [max_length] each.
-
-    >>> [a.tolist() for a in xlnet_frame([7, 8], [9], SpecialIds(3, 4, 5), 7)]
-    [[5, 7, 8, 4, 9, 4, 3], [3, 0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 1, 1, 1]]
-    """
-    sequence = [*first, ids.sep_id, *second, ids.sep_id, ids.cls_id]
-    types = [XLNET_TYPE_A] * (len(first) + 1) + [XLNET_TYPE_B] * (len(second) + 1)
-    types.append(XLNET_TYPE_CLS)
-    pad = max_length - len(sequence)
-    if pad < 0:
-        raise ValueError(f"{len(sequence)} tokens > max_length {max_length}")
-    input_ids = np.asarray([ids.pad_id] * pad + sequence, np.int32)
-    token_type_ids = np.asarray([XLNET_TYPE_PAD] * pad + types, np.int32)
-    input_mask = np.asarray([0] * pad + [1] * len(sequence), np.int32)
-    return input_ids, token_type_ids, input_mask

@@ -311,9 +311,9 @@ class ClueMultipleChoiceRecipe:
     XLNet: the recipe's model class is XLNetForMultipleChoice (each choice's sequence
     summary, logits_proj to one score), with its loss and the run's optimizer (XLNet's
     weight-decay exclusions, recipe_updates.XLNET_NO_DECAY); the input framing is the
-    family's as cmrcx builds it (c3.xlnet_question_features, chid.xlnet_blank_features:
-    CLUE ran XLNet on C3 and ChID with XLNet's TF code), so the recipe is fed cmrcx's rows
-    (`clue_classifier.batch_features`), as ClueClassifierRecipe's.
+    family's as cmrcx builds it (c3.question_features, chid.blank_features framed by
+    the XLNet layout: CLUE ran XLNet on C3 and ChID with XLNet's TF code), so the recipe
+    is fed cmrcx's rows (`clue_classifier.batch_features`), as ClueClassifierRecipe's.
     """
 
     def __init__(self, ours: cmrcx_steps.CmrcxSteps, hf_dir: str):

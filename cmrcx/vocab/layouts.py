@@ -19,11 +19,14 @@ nothing outside this module branches on which layout (or vocabulary) it has.
            a vocabulary without them (`appends_markers`). No CLUE frame.
 
 A new family of an existing layout names that layout on its row; a new layout is a class
-here (the framings it supports, the others raise `ValueError`) and a `LAYOUTS` entry.
+here (the framings it supports, the others raise `ValueError`) and a `LAYOUTS` entry. One
+with a CLUE frame subclasses `_FramedLayout` and gives its segments (`_segments`) and
+padding: the pair (TF) and the choice rows of C3 and ChID (NumPy) follow from them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -37,7 +40,7 @@ from cmrcx.benchmarks.lot import understanding
 if TYPE_CHECKING:  # seqio imports TensorFlow: not before the entry points' quiet start
     import seqio
 
-SpecialIds = frames.SpecialIds  # cls_id, sep_id, pad_id: what a frame needs
+SpecialIds = frames.SpecialIds  # the frame's ids and a benchmark's markers
 Tokenize = Callable[[str], Sequence[int]]
 
 
@@ -69,7 +72,8 @@ class Layout:
         raise self._missing("vocabulary")
 
     def special_ids(self, vocabulary) -> SpecialIds:
-        """The ids of the frames: the cls, sep and padding tokens."""
+        """The vocabulary's special ids: the frames' cls, sep and padding tokens, and the
+        markers the benchmarks write (ChID's blanks)."""
         return SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
 
     def pair(self, ids_a, ids_b, ids: SpecialIds, max_length: int):
@@ -77,6 +81,15 @@ class Layout:
         and padded to `max_length` as TF ops: input_ids, token_type_ids, input_mask
         int32 [max_length]. The second separator is there only when b has a token."""
         raise self._missing("CLUE pair frame")
+
+    def frame(self, ids: SpecialIds, choices, max_length: int, *, rows=None, one_segment=False):
+        """The NumPy frame of choices, each a list of parts (id lists), a separator after
+        every part: `cmrcx.benchmarks.windows.Frame` once ``ids`` are bound (`framing`)."""
+        raise self._missing("CLUE choice frame")
+
+    def framing(self, vocabulary) -> frames.Frame:
+        """`frame` with the vocabulary's special ids bound: what the benchmarks frame with."""
+        return functools.partial(self.frame, self.special_ids(vocabulary))
 
     def choices(self, question, tokenize: Tokenize, vocabulary, max_length: int) -> dict:
         """A C3 question's padded choices (`c3.question_features`' features)."""
@@ -139,7 +152,65 @@ def _second_sep(ids_b, sep_id: int):
     return tf.fill([tf.minimum(tf.size(ids_b), 1)], sep_id)
 
 
-class BertLayout(Layout):
+class _FramedLayout(Layout):
+    """A layout with a CLUE frame: the pair (TF), the choices (NumPy) and the C3 / ChID
+    features built on them. A subclass gives its segments (`_segments`), the padding's
+    token type and side."""
+
+    pad_type = 0  # the token type of the padding
+    pads_left = False
+
+    def _segments(self, parts, seps, ids: SpecialIds, one_segment: bool) -> list:
+        """[(ids, token type)] of the frame: parts[k] followed by seps[k]."""
+        raise NotImplementedError
+
+    def pair(self, ids_a, ids_b, ids, max_length):
+        seps = [[ids.sep_id], _second_sep(ids_b, ids.sep_id)]
+        segments = self._segments([ids_a, ids_b], seps, ids, one_segment=False)
+        return _tf_frame(segments, max_length, ids.pad_id, self.pad_type, left=self.pads_left)
+
+    def frame(self, ids, choices, max_length, *, rows=None, one_segment=False):
+        """Each choice's parts framed and padded to `max_length` (the TF `pair`'s frame,
+        a separator after every part); rows past the choices all padding.
+
+        >>> [a.tolist() for a in BERT.frame(SpecialIds(1, 2), [([7], [8, 9])], 6, rows=2)]
+        [[[1, 7, 2, 8, 9, 2], [0, 0, 0, 0, 0, 0]], [[0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 0, 0]], \
+[[1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]]]
+        """
+        shape = (len(choices) if rows is None else rows, max_length)
+        input_ids = np.full(shape, ids.pad_id, np.int32)
+        token_type_ids = np.full(shape, self.pad_type, np.int32)
+        input_mask = np.zeros(shape, np.int32)
+        for row, parts in enumerate(choices):
+            seps = [[ids.sep_id]] * len(parts)
+            segments = self._segments(parts, seps, ids, one_segment)
+            tokens = [token for part, _ in segments for token in part]
+            if len(tokens) > max_length:
+                raise ValueError(f"{len(tokens)} tokens > max_length {max_length}")
+            start = max_length - len(tokens) if self.pads_left else 0
+            where = slice(start, start + len(tokens))
+            input_ids[row, where] = tokens
+            token_type_ids[row, where] = [kind for part, kind in segments for _ in part]
+            input_mask[row, where] = 1
+        return input_ids, token_type_ids, input_mask
+
+    def choices(self, question, tokenize, vocabulary, max_length):
+        return c3.question_features(question, tokenize, self.framing(vocabulary), max_length)
+
+    def cloze(self, blank, tokenize, vocabulary, max_length):
+        ids = self.special_ids(vocabulary)
+        frame = functools.partial(self.frame, ids)
+        return chid.blank_features(blank, tokenize, ids, frame, max_length)
+
+
+def _token_id(vocabulary, token: str) -> int | None:
+    try:
+        return vocabulary.token_to_id(token)
+    except KeyError:
+        return None
+
+
+class BertLayout(_FramedLayout):
     """BERT's WordPiece and ``[CLS] a [SEP] b [SEP]`` frames (the CLUE baselines')."""
 
     name, vocab_file = "bert", "vocab.txt"
@@ -150,23 +221,29 @@ class BertLayout(Layout):
 
         return WordPieceVocabulary(vocab_file, lower_case=lower_case)
 
-    def pair(self, ids_a, ids_b, ids, max_length):
-        """``[CLS] a [SEP] b [SEP]``, types 0 then 1, padded on the right with pad_id.
+    def special_ids(self, vocabulary):
+        """[CLS], [SEP], [PAD]; ChID's blank [unused1] and other blanks' [MASK] (CLUE's
+        CHID_preprocess.py), None where the vocabulary lacks them."""
+        return SpecialIds(
+            vocabulary.cls_id,
+            vocabulary.sep_id,
+            vocabulary.pad_id,
+            blank_id=_token_id(vocabulary, "[unused1]"),
+            other_blank_id=_token_id(vocabulary, "[MASK]"),
+        )
+
+    def _segments(self, parts, seps, ids, one_segment):
+        """``[CLS] a [SEP] b [SEP] ...``: types 0 (a, with [CLS] and its [SEP]), then 1, or
+        0 throughout with ``one_segment``.
 
         >>> [t.numpy().tolist() for t in BERT.pair([7, 8], [9], SpecialIds(1, 2, 0), 7)]
         [[1, 7, 8, 2, 9, 2, 0], [0, 0, 0, 0, 1, 1, 0], [1, 1, 1, 1, 1, 1, 0]]
         """
-        sep, second_sep = [ids.sep_id], _second_sep(ids_b, ids.sep_id)
-        segments = [([ids.cls_id], 0), (ids_a, 0), (sep, 0), (ids_b, 1), (second_sep, 1)]
-        return _tf_frame(segments, max_length, ids.pad_id, 0, left=False)
-
-    def choices(self, question, tokenize, vocabulary, max_length):
-        ids = SpecialIds.from_vocabulary(vocabulary)
-        return c3.question_features(question, tokenize, ids, max_length)
-
-    def cloze(self, blank, tokenize, vocabulary, max_length):
-        ids = chid.SpecialIds.from_vocabulary(vocabulary)
-        return chid.blank_features(blank, tokenize, ids, max_length)
+        rest = 0 if one_segment else 1
+        segments = [([ids.cls_id], 0), (parts[0], 0), (seps[0], 0)]
+        for part, sep in zip(parts[1:], seps[1:], strict=True):
+            segments += [(part, rest), (sep, rest)]
+        return segments
 
     def windows(self, questions, vocabulary, **options):
         tokenize = spans.wordpiece_tokenize_words(vocabulary)
@@ -207,44 +284,44 @@ class CausalWordPieceLayout(BertLayout):
         }[data_task]
 
 
-class XLNetLayout(Layout):
+class XLNetLayout(_FramedLayout):
     """XLNet's SentencePiece and ``a <sep> b <sep> <cls>`` frames padded on the left."""
 
     name, vocab_file = "xlnet", "spiece.model"
     answers_cover_pieces = True
+    pad_type, pads_left = frames.XLNET_TYPE_PAD, True
 
     def vocabulary(self, vocab_file, lower_case=True):
         from cmrcx.vocab.xlnet import XLNetVocabulary
 
         return XLNetVocabulary(vocab_file, lower_case=lower_case)
 
-    def pair(self, ids_a, ids_b, ids, max_length):
-        """``a <sep> b <sep> <cls>``, types 0, 1 and 2, padded on the left (type
-        `XLNET_TYPE_PAD`, as XLNetTokenizer pads). The CLUE XLNet baseline pads ids with
-        0 and types with 4: the encoder ignores both (masked keys; a type only says "same
-        segment or not").
+    def special_ids(self, vocabulary):
+        """<cls>, <sep>, <pad>; ChID's blank is <mask> and another blank 4 x <unk> (XLNet
+        has no [unused1]: the blank to fill is the masked one, the others are unknown
+        words)."""
+        return SpecialIds(
+            vocabulary.cls_id,
+            vocabulary.sep_id,
+            vocabulary.pad_id,
+            blank_id=vocabulary.mask_id,
+            other_blank_id=vocabulary.unk_id,
+        )
+
+    def _segments(self, parts, seps, ids, one_segment):
+        """``a <sep> b <sep> ... <cls>``, types 0 (a and its <sep>), 1, 2 (<cls>), padded on
+        the left (type `XLNET_TYPE_PAD`, as XLNetTokenizer pads). The CLUE XLNet baseline
+        pads ids with 0 and types with 4: the encoder ignores both (masked keys; a type only
+        says "same segment or not"). ``one_segment`` changes nothing: CLUE has no XLNet
+        ChID script, and its XLNet frames a pair with its own types.
 
         >>> [t.numpy().tolist() for t in XLNET.pair([7, 8], [9], SpecialIds(3, 4, 5), 7)]
         [[5, 7, 8, 4, 9, 4, 3], [3, 0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 1, 1, 1]]
         """
-        sep, second_sep = [ids.sep_id], _second_sep(ids_b, ids.sep_id)
-        segments = [
-            (ids_a, frames.XLNET_TYPE_A),
-            (sep, frames.XLNET_TYPE_A),
-            (ids_b, frames.XLNET_TYPE_B),
-            (second_sep, frames.XLNET_TYPE_B),
-            ([ids.cls_id], frames.XLNET_TYPE_CLS),
-        ]
-        return _tf_frame(segments, max_length, ids.pad_id, frames.XLNET_TYPE_PAD, left=True)
-
-    def choices(self, question, tokenize, vocabulary, max_length):
-        return c3.xlnet_question_features(
-            question, tokenize, self.special_ids(vocabulary), max_length
-        )
-
-    def cloze(self, blank, tokenize, vocabulary, max_length):
-        ids = chid.xlnet_special_ids(vocabulary)
-        return chid.xlnet_blank_features(blank, tokenize, ids, max_length)
+        segments = [(parts[0], frames.XLNET_TYPE_A), (seps[0], frames.XLNET_TYPE_A)]
+        for part, sep in zip(parts[1:], seps[1:], strict=True):
+            segments += [(part, frames.XLNET_TYPE_B), (sep, frames.XLNET_TYPE_B)]
+        return [*segments, ([ids.cls_id], frames.XLNET_TYPE_CLS)]
 
     def windows(self, questions, vocabulary, **options):
         tokenize, ids = vocabulary.pieces_with_offsets, self.special_ids(vocabulary)

@@ -21,7 +21,7 @@ C3's examples as they are asked for (`choice_examples`), and served in file orde
 `FileOrderSource`. The model family's input layout (`cmrcx.vocab.layouts`, ``layout``)
 chooses the vocabulary and the frame: "bert" as above, "xlnet" XLNet's SentencePiece and
 ``a <sep> b <sep> <cls>`` padded on the left (`cmrc2018_xlnet`'s windows, passage first;
-`chid.xlnet_blank_features`, `c3.xlnet_question_features`), with the same features:
+ChID's and C3's pieces through `Layout.frame`), with the same features:
 
   span (CMRC 2018), one example per window:
       input_ids, token_type_ids, input_mask [length]; start_position, end_position [];

@@ -42,7 +42,7 @@ import numpy as np
 from cmrcx.benchmarks.clue.metrics import accuracy
 from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
 from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, versioned_split_files
-from cmrcx.benchmarks.windows import SpecialIds, xlnet_frame
+from cmrcx.benchmarks.windows import Frame
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.files import load_json, write_atomically
 
@@ -247,14 +247,17 @@ def truncate_seq_tuple(tokens_a: list, tokens_b: list, tokens_c: list, max_token
 def question_features(
     question: C3Question,
     tokenize: Callable[[str], Sequence[int]],
-    ids: SpecialIds,
+    frame: Frame,
     max_seq_length: int = MAX_SEQ_LENGTH,
 ) -> dict[str, np.ndarray]:
     """One question in the multiple-choice layout of `cmrcx.model_api.base`.
 
-    Per padded choice: ``[CLS] context [SEP] question [SEP] choice [SEP]`` with segment ids
-    0 through the first [SEP] and 1 after, lower-cased texts (context sentences joined with
-    "\\n") tokenized separately and truncated longest-first to ``max_seq_length - 4``.
+    Per padded choice the pieces (context, question, choice): lower-cased texts (context
+    sentences joined with "\\n") tokenized separately and truncated longest-first to
+    ``max_seq_length - 4``, framed by the input layout's `frame` ([RUN]: ``[CLS] context
+    [SEP] question [SEP] choice [SEP]`` with segment ids 0 through the first [SEP] and 1
+    after; XLNet's ``context <sep> question <sep> choice <sep> <cls>``, CLUE having no
+    XLNet C3 script).
 
     Returns:
       input_ids, token_type_ids, input_mask: int32 [4, max_seq_length]; choice_mask: int32
@@ -263,49 +266,12 @@ def question_features(
     """
     context = list(tokenize("\n".join(question.context).lower()))
     query = list(tokenize(question.question.lower()))
-    shape = (NUM_CHOICES, max_seq_length)
-    input_ids, token_type_ids = np.full(shape, ids.pad_id, np.int32), np.zeros(shape, np.int32)
-    input_mask = np.zeros(shape, np.int32)
-    for k, choice in enumerate(padded_choices(question.choices)):
-        tokens_a, tokens_b, tokens_c = list(context), list(tokenize(choice.lower())), list(query)
-        truncate_seq_tuple(tokens_a, tokens_b, tokens_c, max_seq_length - 4)
-        first = [ids.cls_id, *tokens_a, ids.sep_id]
-        sequence = [*first, *tokens_c, ids.sep_id, *tokens_b, ids.sep_id]
-        input_ids[k, : len(sequence)] = sequence
-        token_type_ids[k, len(first) : len(sequence)] = 1
-        input_mask[k, : len(sequence)] = 1
-    choice_mask = np.zeros(NUM_CHOICES, np.int32)
-    choice_mask[: len(question.choices)] = 1
-    return {
-        "input_ids": input_ids,
-        "token_type_ids": token_type_ids,
-        "input_mask": input_mask,
-        "choice_mask": choice_mask,
-        "label": np.int32(-1 if question.label is None else question.label),
-    }
-
-
-def xlnet_question_features(
-    question: C3Question,
-    tokenize: Callable[[str], Sequence[int]],
-    ids: SpecialIds,
-    max_seq_length: int = MAX_SEQ_LENGTH,
-) -> dict[str, np.ndarray]:
-    """`question_features` in XLNet's layout (`cmrcx.vocab.layouts` "xlnet"): per padded
-    choice ``context <sep> question <sep> choice <sep> <cls>``, padded on the left, token
-    types 0 (context and its <sep>), 1 (question, choice and their <sep>s), 2 (<cls>), 3
-    (padding). The same texts, lower-casing and longest-first cut to ``max_seq_length - 4``
-    as the BERT layout (CLUE has no XLNet C3 script: this is ``[CLS] a [SEP] b [SEP]``
-    with b = ``question [SEP] choice``, written as XLNet frames a pair).
-    """
-    context = list(tokenize("\n".join(question.context).lower()))
-    query = list(tokenize(question.question.lower()))
-    rows = []
+    choices = []
     for choice in padded_choices(question.choices):
         tokens_a, tokens_b, tokens_c = list(context), list(tokenize(choice.lower())), list(query)
         truncate_seq_tuple(tokens_a, tokens_b, tokens_c, max_seq_length - 4)
-        rows.append(xlnet_frame(tokens_a, [*tokens_c, ids.sep_id, *tokens_b], ids, max_seq_length))
-    input_ids, token_type_ids, input_mask = (np.stack(part) for part in zip(*rows, strict=True))
+        choices.append((tokens_a, tokens_c, tokens_b))
+    input_ids, token_type_ids, input_mask = frame(choices, max_seq_length)
     choice_mask = np.zeros(NUM_CHOICES, np.int32)
     choice_mask[: len(question.choices)] = 1
     return {

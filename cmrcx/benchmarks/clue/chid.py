@@ -36,14 +36,13 @@ import itertools
 import os
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from cmrcx.benchmarks.clue.official_format import parse_object_line, read_lines
 from cmrcx.benchmarks.records import FieldError, is_json_int, json_type, versioned_split_files
-from cmrcx.benchmarks.windows import XLNET_TYPE_PAD, xlnet_frame
-from cmrcx.benchmarks.windows import SpecialIds as WindowIds
+from cmrcx.benchmarks.windows import Frame, SpecialIds
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.files import load_json
 
@@ -53,6 +52,7 @@ TAG_LENGTH = 13  # ... and ends 12 characters later (its closing "#")
 MAX_SEQ_LENGTH = 64  # [SH], [RUN]; Table 7 of the paper
 MAX_NUM_CHOICES = 10  # [RUN]; [B4K] asserts every line has exactly 10 candidates
 OTHER_BLANK_MASKS = 4  # [PRE]: another blank in the window becomes 4 [MASK] (an idiom's length)
+FRAME_TOKENS = 3  # [PRE] "- 3": [CLS] idiom [SEP] window [SEP] (XLNet: <sep> <sep> <cls>)
 UNFILLED = -1
 VERSIONS = ("1.1", "1.0")
 SPLIT_FILES = {
@@ -329,43 +329,35 @@ def blank_window(pieces: Sequence[Any], position: int, num_tokens: int) -> tuple
     return list(pieces[position - (num_tokens - len(right)) : position]), right
 
 
-class SpecialIds(NamedTuple):
-    """The vocabulary ids the ChID input needs (BERT names)."""
-
-    cls_id: int
-    sep_id: int
-    mask_id: int
-    marker_id: int  # "[unused1]", standing where the blank is
-    pad_id: int = 0  # [PRE] pads with 0 ([PAD] in BERT vocabularies)
-
-    @classmethod
-    def from_vocabulary(cls, vocabulary) -> SpecialIds:
-        """From anything with ``token_to_id`` (e.g. `cmrcx.vocab.wordpiece.WordPieceVocabulary`)."""
-        ids = [vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", "[MASK]", "[unused1]")]
-        return cls(*ids, pad_id=vocabulary.token_to_id("[PAD]"))
-
-
-def _masked(pieces: list, tag: str, mask_id: int) -> list[int]:
-    """Other blanks -> 4 [MASK] each ([PRE]); the caller cuts back to the window's size."""
+def _masked(pieces: list, tag: str, other_blank_id: int) -> list[int]:
+    """Other blanks -> 4 ``other_blank_id`` each ([PRE]: [MASK]); the caller cuts back to
+    the window's size."""
     out: list[int] = []
     for piece in pieces:
         if isinstance(piece, str):
             if piece == tag:
                 raise ValueError(f"{tag} occurs twice in its passage")
-            out.extend([mask_id] * OTHER_BLANK_MASKS)
+            out.extend([other_blank_id] * OTHER_BLANK_MASKS)
         else:
             out.append(piece)
     return out
 
 
 def context_ids(
-    blank: ChidBlank, tokenize: Callable[[str], Sequence[int]], ids: SpecialIds, num_tokens: int
+    blank: ChidBlank,
+    tokenize: Callable[[str], Sequence[int]],
+    num_tokens: int,
+    *,
+    blank_id: int,
+    other_blank_id: int,
 ) -> list[int]:
-    """``left [unused1] right``: the window of ``num_tokens`` WordPieces around the blank.
+    """``left <blank_id> right``: the window of ``num_tokens`` pieces around the blank
+    ([PRE]: ``[unused1]`` marks it; `SpecialIds.blank_id`).
 
     Each doc token (see `passage_tokens`) is tokenized on its own, as [PRE] does; another
-    blank in the window counts as one piece, then becomes 4 [MASK] and the sides are cut
-    back to their length (left from its start, right from its end).
+    blank in the window counts as one piece, then becomes 4 ``other_blank_id`` ([PRE]:
+    [MASK]) and the sides are cut back to their length (left from its start, right from
+    its end).
     """
     tokens, blanks = _doc_tokens(blank.passage)
     pieces: list[Any] = []
@@ -377,24 +369,28 @@ def context_ids(
     pieces.extend(itertools.chain.from_iterable(map(tokenize, tokens[start:])))
     left, right = blank_window(pieces, pieces.index(blank.tag), num_tokens)
     num_left, num_right = len(left), len(right)
-    left = _masked(left, blank.tag, ids.mask_id)
+    left = _masked(left, blank.tag, other_blank_id)
     left = left[len(left) - num_left :]
-    right = _masked(right, blank.tag, ids.mask_id)[:num_right]
-    return [*left, ids.marker_id, *right]
+    right = _masked(right, blank.tag, other_blank_id)[:num_right]
+    return [*left, blank_id, *right]
 
 
 def blank_features(
     blank: ChidBlank,
     tokenize: Callable[[str], Sequence[int]],
     ids: SpecialIds,
+    frame: Frame,
     max_seq_length: int = MAX_SEQ_LENGTH,
     max_num_choices: int = MAX_NUM_CHOICES,
 ) -> dict[str, np.ndarray]:
     """One blank in the multiple-choice layout of `cmrcx.model_api.base`.
 
-    Per candidate: ``[CLS] idiom [SEP] left [unused1] right [SEP]``, every segment id 0, the
-    window ``max_seq_length - 8`` WordPieces ([PRE]: "- 3" for [CLS]/[SEP]/[SEP], "- 5" for
-    [unused1] and the 4-character idiom). Padded choices are all zeros with choice_mask 0.
+    Per candidate the pieces (idiom, ``left <blank> right``), framed by the input layout's
+    `frame` ([PRE]: ``[CLS] idiom [SEP] left [unused1] right [SEP]``, every segment id 0,
+    ``one_segment``); the window ``max_seq_length - 8`` pieces ([PRE]: "- 3" for
+    [CLS]/[SEP]/[SEP], "- 5" for [unused1] and the 4-character idiom). ``ids``: the blank
+    markers (`SpecialIds.blank_id`, ``other_blank_id``). Padded choices are all padding
+    with choice_mask 0.
 
     Returns:
       input_ids, token_type_ids, input_mask: int32 [max_num_choices, max_seq_length];
@@ -406,62 +402,25 @@ def blank_features(
     """
     if len(blank.candidates) > max_num_choices:
         raise ValueError(f"{blank.tag}: {len(blank.candidates)} candidates > {max_num_choices}")
-    context = context_ids(blank, tokenize, ids, max_seq_length - 8)
-    input_ids = np.full((max_num_choices, max_seq_length), ids.pad_id, np.int32)
-    input_mask = np.zeros((max_num_choices, max_seq_length), np.int32)
-    for c, idiom in enumerate(blank.candidates):
-        sequence = [ids.cls_id, *tokenize(idiom), ids.sep_id, *context, ids.sep_id]
-        if len(sequence) > max_seq_length:
-            raise ValueError(
-                f"{blank.tag}: candidate {c} ({idiom!r}) makes {len(sequence)} tokens > "
-                f"max_seq_length {max_seq_length}"
-            )
-        input_ids[c, : len(sequence)] = sequence
-        input_mask[c, : len(sequence)] = 1
-    choice_mask = np.zeros(max_num_choices, np.int32)
-    choice_mask[: len(blank.candidates)] = 1
-    return {
-        "input_ids": input_ids,
-        "token_type_ids": np.zeros_like(input_ids),
-        "input_mask": input_mask,
-        "choice_mask": choice_mask,
-        "label": np.int32(UNFILLED if blank.label is None else blank.label),
-    }
-
-
-def xlnet_blank_features(
-    blank: ChidBlank,
-    tokenize: Callable[[str], Sequence[int]],
-    ids: SpecialIds,
-    max_seq_length: int = MAX_SEQ_LENGTH,
-    max_num_choices: int = MAX_NUM_CHOICES,
-) -> dict[str, np.ndarray]:
-    """`blank_features` in XLNet's layout (`cmrcx.vocab.layouts` "xlnet"): per candidate
-    ``idiom <sep> left <marker> right <sep> <cls>``, padded on the left, token types 0
-    (idiom and its <sep>), 1 (window and its <sep>), 2 (<cls>), 3 (padding); the same
-    ``max_seq_length - 8`` window (`context_ids`). CLUE has no XLNet ChID script: the
-    BERT baseline's sequence, framed as XLNet frames a pair (its types, where the BERT
-    baseline gives every token type 0). ``ids`` are XLNet's (`xlnet_special_ids`).
-    Padded candidates: all padding (``pad_id``, type 3, mask 0), choice_mask 0.
-    """
-    if len(blank.candidates) > max_num_choices:
-        raise ValueError(f"{blank.tag}: {len(blank.candidates)} candidates > {max_num_choices}")
-    context = context_ids(blank, tokenize, ids, max_seq_length - 8)
-    shape = (max_num_choices, max_seq_length)
-    input_ids = np.full(shape, ids.pad_id, np.int32)
-    token_type_ids = np.full(shape, XLNET_TYPE_PAD, np.int32)
-    input_mask = np.zeros(shape, np.int32)
-    frame_ids = WindowIds(ids.cls_id, ids.sep_id, ids.pad_id)
+    if ids.blank_id is None or ids.other_blank_id is None:
+        raise ValueError(f"ChID marks its blanks, and the vocabulary has no marker: {ids}")
+    num_tokens = max_seq_length - 8
+    context = context_ids(
+        blank, tokenize, num_tokens, blank_id=ids.blank_id, other_blank_id=ids.other_blank_id
+    )
+    choices = []
     for c, idiom in enumerate(blank.candidates):
         idiom_ids = list(tokenize(idiom))
-        if len(idiom_ids) + len(context) + 3 > max_seq_length:
+        length = len(idiom_ids) + len(context) + FRAME_TOKENS
+        if length > max_seq_length:
             raise ValueError(
-                f"{blank.tag}: candidate {c} ({idiom!r}) makes "
-                f"{len(idiom_ids) + len(context) + 3} tokens > max_seq_length {max_seq_length}"
+                f"{blank.tag}: candidate {c} ({idiom!r}) makes {length} tokens > "
+                f"max_seq_length {max_seq_length}"
             )
-        input_ids[c], token_type_ids[c], input_mask[c] = xlnet_frame(
-            idiom_ids, context, frame_ids, max_seq_length
-        )
+        choices.append((idiom_ids, context))
+    input_ids, token_type_ids, input_mask = frame(
+        choices, max_seq_length, rows=max_num_choices, one_segment=True
+    )
     choice_mask = np.zeros(max_num_choices, np.int32)
     choice_mask[: len(blank.candidates)] = 1
     return {
@@ -473,23 +432,11 @@ def xlnet_blank_features(
     }
 
 
-def xlnet_special_ids(vocabulary) -> SpecialIds:
-    """ChID's ids in an XLNet vocabulary (`cmrcx.vocab.xlnet.XLNetVocabulary`): <cls>,
-    <sep>, <pad>; the blank is <mask> and another blank 4 x <unk> (XLNet has no
-    [unused1]: the blank to fill is the masked one, the others are unknown words)."""
-    return SpecialIds(
-        cls_id=vocabulary.cls_id,
-        sep_id=vocabulary.sep_id,
-        mask_id=vocabulary.unk_id,
-        marker_id=vocabulary.mask_id,
-        pad_id=vocabulary.pad_id,
-    )
-
-
 def encode_blanks(
     blanks: Sequence[ChidBlank],
     tokenize: Callable[[str], Sequence[int]],
     ids: SpecialIds,
+    frame: Frame,
     max_seq_length: int = MAX_SEQ_LENGTH,
     max_num_choices: int = MAX_NUM_CHOICES,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -497,7 +444,9 @@ def encode_blanks(
     ``{"line_index": int32 [num_blanks], "tag": [num_blanks] strings}`` for decoding."""
     if not blanks:
         raise ValueError("encode_blanks: no blanks")
-    features = [blank_features(b, tokenize, ids, max_seq_length, max_num_choices) for b in blanks]
+    features = [
+        blank_features(b, tokenize, ids, frame, max_seq_length, max_num_choices) for b in blanks
+    ]
     batch = {key: np.stack([f[key] for f in features]) for key in features[0]}
     metadata = {
         "line_index": np.array([b.line_index for b in blanks], np.int32),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -12,12 +13,14 @@ import pytest
 
 import cmrcx.data
 from cmrcx.benchmarks.clue import c3
+from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.common.paths import package_path
 from cmrcx.datasets import c3 as c3_tfds
+from cmrcx.vocab import layouts
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "clue_mrc_sample" / "c3_public"
-IDS = c3.SpecialIds(cls_id=1, sep_id=2)
+FRAME = functools.partial(layouts.BERT.frame, SpecialIds(cls_id=1, sep_id=2))  # the baseline's
 CLS, SEP = 1, 2
 
 
@@ -90,7 +93,7 @@ def test_what_the_baseline_reads_is_read(tmp_path: Path) -> None:
     first, *rest = c3.read_examples([path], labelled=True)
     assert (first.context, first.question, first.label) == ((), "", 1)
     assert [q.record for q in rest] == [2] * len(DOCUMENT[1])
-    features = c3.question_features(first, lambda text: [7] * len(text), c3.SpecialIds(1, 2))
+    features = c3.question_features(first, lambda text: [7] * len(text), FRAME)
     assert features["input_ids"][0, :4].tolist() == [1, 2, 2, 7]  # [CLS] [SEP] [SEP] a
 
 
@@ -158,7 +161,7 @@ def test_split_files_and_missing_split(tmp_path: Path) -> None:
 def test_input_is_context_question_choice_with_filler_padding() -> None:
     tok = CharTokenizer()
     question = _question(context=("男：Hi。", "女：再见。"))
-    features = c3.question_features(question, tok, IDS, max_seq_length=32)
+    features = c3.question_features(question, tok, FRAME, max_seq_length=32)
     context = tok.of("男：hi。女：再见。")  # lower-cased, sentences joined by "\n"
     first = [CLS, *context, SEP]
     for k, choice in enumerate(["男", "女", "无效答案", "无效答案"]):
@@ -172,7 +175,7 @@ def test_input_is_context_question_choice_with_filler_padding() -> None:
         assert features["input_mask"][k].tolist() == [1] * n + [0] * (32 - n)
     assert features["choice_mask"].tolist() == [1, 1, 0, 0]
     assert int(features["label"]) == 1 and features["input_ids"].dtype == np.int32
-    assert int(c3.question_features(_question(label=None), tok, IDS, 32)["label"]) == -1
+    assert int(c3.question_features(_question(label=None), tok, FRAME, 32)["label"]) == -1
 
 
 def test_truncation_is_longest_first_to_max_length() -> None:
@@ -180,7 +183,7 @@ def test_truncation_is_longest_first_to_max_length() -> None:
     question = _question(
         context=("一二三四五六七八九十甲乙丙丁",), question="问什么", choices=("答",)
     )
-    features = c3.question_features(question, tok, IDS, max_seq_length=12)  # 8 tokens left
+    features = c3.question_features(question, tok, FRAME, max_seq_length=12)  # 8 tokens left
     # context 14, question 3, choice 1 -> the context loses its tail down to 4.
     assert features["input_ids"][0].tolist() == [
         CLS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import functools
 import itertools
 import json
 import random
@@ -14,12 +15,15 @@ import pytest
 
 import cmrcx.data
 from cmrcx.benchmarks.clue import chid, chid_decoding
+from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.errors import DataFormatError, MissingSplitError
 from cmrcx.common.paths import package_path
 from cmrcx.datasets import chid as chid_tfds
+from cmrcx.vocab import layouts
 
 SAMPLE = Path(cmrcx.data.__file__).parent / "clue_mrc_sample" / "chid_public"
-IDS = chid.SpecialIds(cls_id=1, sep_id=2, mask_id=3, marker_id=4)
+IDS = SpecialIds(cls_id=1, sep_id=2, blank_id=4, other_blank_id=3)
+FRAME = functools.partial(layouts.BERT.frame, IDS)  # the baseline's
 CLS, SEP, M, MARK = 1, 2, 3, 4
 
 
@@ -44,7 +48,7 @@ def _blank(passage: str, tag: str = "#idiom000001#", candidates=("甲乙丙丁",
 
 def _sequence(tok: CharTokenizer, blank: chid.ChidBlank, max_seq_length: int) -> list[int]:
     """Candidate 0's unpadded sequence."""
-    features = chid.blank_features(blank, tok, IDS, max_seq_length, max_num_choices=2)
+    features = chid.blank_features(blank, tok, IDS, FRAME, max_seq_length, max_num_choices=2)
     return features["input_ids"][0, : features["input_mask"][0].sum()].tolist()
 
 
@@ -223,7 +227,7 @@ def test_passage_tokens_are_the_character_loops_on_random_texts() -> None:
 
 def test_each_doc_token_is_tokenized_on_its_own() -> None:
     tok = CharTokenizer()
-    chid.blank_features(_blank("在NBA 2019年#idiom000001#打球"), tok, IDS, 64, 2)
+    chid.blank_features(_blank("在NBA 2019年#idiom000001#打球"), tok, IDS, FRAME, 64, 2)
     assert tok.calls == ["在", "NBA", "2019", "年", "打", "球", "甲乙丙丁"]
 
 
@@ -292,29 +296,31 @@ def test_short_passage_keeps_the_baselines_negative_slice() -> None:
 def test_features_layout_padding_and_label() -> None:
     tok = CharTokenizer()
     blank = _blank("一二#idiom000001#三", candidates=CANDIDATES, label=2)
-    features = chid.blank_features(blank, tok, IDS)
+    features = chid.blank_features(blank, tok, IDS, FRAME)
     assert features["input_ids"].shape == (10, 64) and features["input_ids"].dtype == np.int32
     assert features["choice_mask"].tolist() == [1, 1, 1] + [0] * 7
     assert not features["input_ids"][3:].any() and not features["input_mask"][3:].any()
     assert not features["token_type_ids"].any() and int(features["label"]) == 2
     for c, idiom in enumerate(CANDIDATES):
         assert features["input_ids"][c, 1:5].tolist() == tok.of(idiom)
-    unlabelled = chid.blank_features(_blank("好#idiom000001#", label=None), tok, IDS)
+    unlabelled = chid.blank_features(_blank("好#idiom000001#", label=None), tok, IDS, FRAME)
     assert int(unlabelled["label"]) == -1
 
 
 def test_too_many_or_too_long_candidates_are_errors() -> None:
     tok = CharTokenizer()
     with pytest.raises(ValueError, match="11 candidates > 10"):
-        chid.blank_features(_blank("好#idiom000001#", candidates=["一二三四"] * 11), tok, IDS)
+        blank = _blank("好#idiom000001#", candidates=["一二三四"] * 11)
+        chid.blank_features(blank, tok, IDS, FRAME)
     long_passage = "好" * 80 + "#idiom000001#" + "好" * 80
     with pytest.raises(ValueError, match="candidate 1 .* 65 tokens > max_seq_length 64"):
-        chid.blank_features(_blank(long_passage, candidates=["一二三四", "一二三四五"]), tok, IDS)
+        blank = _blank(long_passage, candidates=["一二三四", "一二三四五"])
+        chid.blank_features(blank, tok, IDS, FRAME)
 
 
 def test_encode_blanks_stacks_and_carries_metadata() -> None:
     blanks = chid.read_split(SAMPLE, "validation").blanks
-    batch, metadata = chid.encode_blanks(blanks, CharTokenizer(), IDS)
+    batch, metadata = chid.encode_blanks(blanks, CharTokenizer(), IDS, FRAME)
     assert batch["input_ids"].shape == (len(blanks), 10, 64)
     assert batch["label"].tolist() == [b.label for b in blanks]
     assert metadata["tag"] == [b.tag for b in blanks]

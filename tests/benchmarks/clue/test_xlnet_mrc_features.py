@@ -2,6 +2,8 @@
 padding, token types 0/1/2 and 3 for padding), checked against hand-built sequences from
 the bundled tiny spiece.model, and CMRC 2018 answers mapped to pieces and back."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
 from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.paths import package_path
+from cmrcx.vocab import layouts
 from cmrcx.vocab.xlnet import XLNetVocabulary
 
 CLS, SEP, PAD, MASK, UNK = 3, 4, 5, 6, 0  # XLNet's ids, those of the tiny model too
@@ -30,9 +33,9 @@ def test_c3_choice_is_context_sep_question_sep_choice_sep_cls_left_padded(vocab)
         context=("他在北京。", "天安门"), question="他在哪里？", choices=("北京", "上海"),
         answer="北京", label=0,
     )  # fmt: skip
-    ids = SpecialIds(vocab.cls_id, vocab.sep_id, vocab.pad_id)
+    ids = layouts.XLNET.special_ids(vocab)
     assert (ids.cls_id, ids.sep_id, ids.pad_id) == (CLS, SEP, PAD)
-    features = c3.xlnet_question_features(question, lambda t: _ids(vocab, t), ids, 40)
+    features = layouts.XLNET.choices(question, lambda t: _ids(vocab, t), vocab, 40)
     context, query = _ids(vocab, "他在北京。\n天安门"), _ids(vocab, "他在哪里？")
     for k, choice in enumerate(("北京", "上海", "无效答案", "无效答案")):
         sequence = [*context, SEP, *query, SEP, *_ids(vocab, choice), SEP, CLS]
@@ -49,8 +52,9 @@ def test_c3_xlnet_cut_keeps_the_bert_rule(vocab):
     question = c3.C3Question(0, "d", 0, 0, None, context, "问", ("答",), "答", 0)
     ids = SpecialIds(CLS, SEP, PAD)
     tokenize = lambda t: _ids(vocab, t)  # noqa: E731
-    xlnet = c3.xlnet_question_features(question, tokenize, ids, 12)
-    bert = c3.question_features(question, tokenize, ids, 12)
+    xlnet_frame = functools.partial(layouts.XLNET.frame, ids)
+    xlnet = c3.question_features(question, tokenize, xlnet_frame, 12)
+    bert = c3.question_features(question, tokenize, functools.partial(layouts.BERT.frame, ids), 12)
     # Same kept tokens (12 - 4 of them), framed differently; every row full.
     assert xlnet["input_mask"].sum(axis=1).tolist() == bert["input_mask"].sum(axis=1).tolist()
     assert xlnet["input_mask"].min() == 1 and xlnet["input_ids"][0, -1] == CLS
@@ -62,10 +66,10 @@ def test_chid_candidate_is_idiom_sep_window_sep_cls(vocab):
         passage="他说#idiom000001#，我们#idiom000002#。", candidates=("一心一意", "三心二意"),
         label=1,
     )  # fmt: skip
-    ids = chid.xlnet_special_ids(vocab)
-    assert (ids.marker_id, ids.mask_id) == (MASK, UNK)
+    ids = layouts.XLNET.special_ids(vocab)
+    assert (ids.blank_id, ids.other_blank_id) == (MASK, UNK)
     tokenize = lambda t: _ids(vocab, t)  # noqa: E731
-    features = chid.xlnet_blank_features(blank, tokenize, ids, max_seq_length=32)
+    features = layouts.XLNET.cloze(blank, tokenize, vocab, max_length=32)
     # Doc tokens one by one (as the BERT path), the blank <mask>, another blank 4 <unk>,
     # and the right side cut back to its piece count before that (9), as the BERT path.
     right = [*_ids(vocab, "，"), *_ids(vocab, "我"), *_ids(vocab, "们"), UNK, UNK, UNK, UNK]
