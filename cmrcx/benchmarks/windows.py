@@ -61,11 +61,17 @@ class SpecialIds(NamedTuple):
     vocabularies, in every baseline) and the markers a benchmark writes into a text (None
     where the vocabulary has none)."""
 
-    cls_id: int
-    sep_id: int
+    cls_id: int | None  # None: T5's vocabulary has no [CLS]
+    sep_id: int  # T5's: <sep> (LOT's pointer layouts)
     pad_id: int = 0
-    blank_id: int | None = None  # ChID: the blank to fill ([unused1]; XLNet's <mask>)
+    # ChID's blank to fill ([unused1]; XLNet's <mask>); LOT's place in a story where a
+    # sentence is missing or may go (WordPiece's [unused1])
+    blank_id: int | None = None
     other_blank_id: int | None = None  # ChID: another blank's 4 tokens ([MASK]; <unk>)
+    end_id: int | None = None  # LOT: the end of a sentence outside the story ([unused2])
+    mask_id: int | None = None  # LOT: the context token, last (T5's <mask>)
+    eos_id: int | None = None  # </s>, ending every T5 input (T5Tokenizer appends it)
+    sentinels: tuple[int, ...] = ()  # sentinels[k]: the id of <extra_id_k> (T5)
 
 
 class Frame(Protocol):

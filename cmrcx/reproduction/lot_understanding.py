@@ -165,14 +165,14 @@ def predict(model, batches, ids: SpecialIds) -> np.ndarray:
 
 
 def _special_ids(runner):
-    """The run's `<mask>` and sentinel ids (`cmrcx.benchmarks.lot.understanding.
-    SentencePieceIds`), from the vocabulary of its registered task."""
+    """The run's `<mask>` and sentinel ids (`cmrcx.vocab.layouts` `T5.special_ids`), from
+    the vocabulary of its registered task."""
     import seqio
 
     from cmrcx.vocab import layouts
 
     task = seqio.get_mixture_or_task(runner.train_task)
-    return layouts.T5.pointer_ids(task.output_features["inputs"].vocabulary)
+    return layouts.T5.special_ids(task.output_features["inputs"].vocabulary)
 
 
 class ClozeTAuthorsRecipe:
@@ -187,7 +187,7 @@ class ClozeTAuthorsRecipe:
         special = _special_ids(ours.runner)
         self.ids = SpecialIds(
             lot_generation.tokenizer_pad_id(ours.runner),
-            special.mask,
+            special.mask_id,
             min(special.sentinels),
             max(special.sentinels),
         )

@@ -73,7 +73,7 @@ class Layout:
 
     def special_ids(self, vocabulary) -> SpecialIds:
         """The vocabulary's special ids: the frames' cls, sep and padding tokens, and the
-        markers the benchmarks write (ChID's blanks)."""
+        markers the benchmarks write (ChID's blanks, LOT's pointer markers)."""
         return SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
 
     def pair(self, ids_a, ids_b, ids: SpecialIds, max_length: int):
@@ -106,11 +106,8 @@ class Layout:
 
     def pointer(self, data_task: str) -> Callable[..., dict]:
         """LOT's candidate-pointer layout of "clozet" or "senpos":
-        (record, tokenize, ids, max_length) -> example (`cmrcx.benchmarks.lot.understanding`)."""
-        raise self._missing("LOT pointer layout")
-
-    def pointer_ids(self, vocabulary):
-        """The ids `pointer`'s layouts take."""
+        (record, tokenize, ids, max_length) -> example (`cmrcx.benchmarks.lot.understanding`;
+        ids: `special_ids`)."""
         raise self._missing("LOT pointer layout")
 
     def marker_names(self, vocabulary) -> dict[int, str]:
@@ -222,14 +219,16 @@ class BertLayout(_FramedLayout):
         return WordPieceVocabulary(vocab_file, lower_case=lower_case)
 
     def special_ids(self, vocabulary):
-        """[CLS], [SEP], [PAD]; ChID's blank [unused1] and other blanks' [MASK] (CLUE's
-        CHID_preprocess.py), None where the vocabulary lacks them."""
+        """[CLS], [SEP], [PAD]; the blank [unused1] (ChID's, CLUE's CHID_preprocess.py;
+        LOT's) and other blanks' [MASK] (ChID's), LOT's end of a sentence [unused2]; None
+        where the vocabulary lacks them."""
         return SpecialIds(
             vocabulary.cls_id,
             vocabulary.sep_id,
             vocabulary.pad_id,
             blank_id=_token_id(vocabulary, "[unused1]"),
             other_blank_id=_token_id(vocabulary, "[MASK]"),
+            end_id=_token_id(vocabulary, "[unused2]"),
         )
 
     def _segments(self, parts, seps, ids, one_segment):
@@ -253,9 +252,6 @@ class BertLayout(_FramedLayout):
         return {"clozet": understanding.clozet_wordpiece, "senpos": understanding.senpos_wordpiece}[
             data_task
         ]
-
-    def pointer_ids(self, vocabulary):
-        return understanding.WordPieceIds.from_vocabulary(vocabulary)
 
     def file_tokens(self, vocab_file):
         if not vocab_file.endswith(".txt"):
@@ -354,11 +350,37 @@ class T5Layout(Layout):
             T5SentencePieceVocabulary(vocab_file)
         return None
 
-    def pointer_ids(self, vocabulary):
-        return understanding.SentencePieceIds.from_vocabulary(vocabulary)
+    def special_ids(self, vocabulary):
+        """</s>, the sentinels, and LOT's pointer markers <sep> and <mask> (no [CLS]).
+
+        `<sep>` and `<mask>` are the model's pieces when it has them (LongLM's spiece.model,
+        Chinese XLNet's: 4 and 6); otherwise (mT5's, T5's) they are appended after the
+        vocabulary, vocab_size and vocab_size + 1, as transformers' `add_special_tokens`
+        appends a token a tokenizer lacks (`appends_markers`). Assumption (LongLM's
+        tokenizer files are not available here): the authors' tokenizer reads `<sep>` and
+        `<mask>` written in the text as one token each, as its `mask_token_id` in
+        finetune.py:177 implies for `<mask>`. A model whose vocab_size is not above them
+        cannot embed them.
+        """
+        pieces = vocabulary.tokens[: vocabulary.piece_size]
+        found = {piece: i for i, piece in enumerate(pieces) if piece in ("<sep>", "<mask>")}
+        appended = iter(range(vocabulary.vocab_size, vocabulary.vocab_size + 2))
+        sep, mask = (found[p] if p in found else next(appended) for p in ("<sep>", "<mask>"))
+        return SpecialIds(
+            None,
+            sep,
+            vocabulary.pad_id,
+            mask_id=mask,
+            eos_id=vocabulary.eos_id,
+            sentinels=tuple(vocabulary.sentinel_id(k) for k in range(vocabulary.extra_ids)),
+        )
 
     def marker_names(self, vocabulary):
-        return self.pointer_ids(vocabulary).names()
+        """id -> text of </s>, <sep>, <mask> and the sentinels (<sep>/<mask> may lie past
+        the vocabulary's pieces)."""
+        ids = self.special_ids(vocabulary)
+        names = {token: f"<extra_id_{k}>" for k, token in enumerate(ids.sentinels)}
+        return names | {ids.eos_id: "</s>", ids.sep_id: "<sep>", ids.mask_id: "<mask>"}
 
 
 BERT, GPT2, XLNET, T5 = BertLayout(), CausalWordPieceLayout(), XLNetLayout(), T5Layout()

@@ -40,7 +40,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from cmrcx.benchmarks.lot import leak_guard, text_to_text, understanding
+from cmrcx.benchmarks.lot import leak_guard, text_to_text
 from cmrcx.benchmarks.lot.understanding_metrics import accuracy
 from cmrcx.common.errors import MissingSplitError
 from cmrcx.datasets import lot as lot_tfds
@@ -48,6 +48,7 @@ from cmrcx.tasks import task_name
 from cmrcx.tasks.lot import generation as generation_tasks
 from cmrcx.tasks.lot import understanding as understanding_tasks
 from cmrcx.tasks.sources import FileOrderSource
+from cmrcx.vocab import layouts
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
 MIXTURE_NAME = "lot"
@@ -212,7 +213,7 @@ _SIGNATURE = {
 
 def examples(records, vocabulary, max_length: int, target_length: int):
     """One example per record, in order (see the module docstring)."""
-    ids = understanding.SentencePieceIds.from_vocabulary(vocabulary)
+    ids = layouts.T5.special_ids(vocabulary)
     encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
     for index, record in enumerate(records):
         example = text_to_text.example(record, encode, ids, max_length, target_length)

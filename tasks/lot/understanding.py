@@ -79,7 +79,7 @@ def _layout_fn(task: str, layout: layouts.Layout):
 
 def examples(task, layout: layouts.Layout, vocabulary, records, max_length, candidates):
     """One padded feature dict per record, in order, built as it is asked for."""
-    ids = layout.pointer_ids(vocabulary)
+    ids = layout.special_ids(vocabulary)
     encode = functools.lru_cache(maxsize=1 << 16)(lambda text: tuple(vocabulary.encode(text)))
     build = _layout_fn(task, layout)
     for index, record in enumerate(records):

@@ -19,6 +19,7 @@ from flax.linen import meta
 
 from cmrcx.benchmarks.lot import understanding
 from cmrcx.benchmarks.lot.formats import ClozeTRecord, SenPosRecord
+from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.model_api.candidate_pointer import (
     AUTHORS_LM_WEIGHT,
     CandidatePointerModel,
@@ -38,9 +39,9 @@ GPT2 = gpt2.GPT2Config(
     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
 )  # fmt: skip
 LENGTH, CANDIDATES = 40, 4
-WORDPIECE = understanding.WordPieceIds(cls=101, sep=102, gap=1, end=2)
-SENTENCEPIECE = understanding.SentencePieceIds(
-    eos=1, sep=4, mask=6, sentinels=tuple(319 - k for k in range(20))
+WORDPIECE = SpecialIds(cls_id=101, sep_id=102, blank_id=1, end_id=2)
+SENTENCEPIECE = SpecialIds(
+    cls_id=None, sep_id=4, mask_id=6, eos_id=1, sentinels=tuple(319 - k for k in range(20))
 )
 
 
@@ -251,8 +252,8 @@ except ImportError:  # the pointer tests above need neither
 
 # LongLM's special ids (Chinese XLNet's spiece.model: <s> 1, </s> 2, <sep> 4, <pad> 5,
 # <mask> 6) and T5Tokenizer's sentinels 32000..32099 (<extra_id_k> = 32099 - k).
-LONGLM = understanding.SentencePieceIds(
-    eos=2, sep=4, mask=6, sentinels=tuple(32099 - k for k in range(100))
+LONGLM = SpecialIds(
+    cls_id=None, sep_id=4, mask_id=6, eos_id=2, sentinels=tuple(32099 - k for k in range(100))
 )
 PAD, START, VOCAB = 5, 1, 32110
 
@@ -300,7 +301,7 @@ def authors_step(model, src_ids, src_mask, tgt_ids):
     )  # :169 (fmt: skip)
     lm_logits = outputs["logits"]
     hidden = outputs["decoder_hidden_states"][-1]  # :172
-    mask1 = torch.eq(decoder_input_ids, torch.tensor(LONGLM.mask)).float()  # :177
+    mask1 = torch.eq(decoder_input_ids, torch.tensor(LONGLM.mask_id)).float()  # :177
     mask2 = 1 - torch.lt(decoder_input_ids, 32000).float()  # :178
     mask_tmp = torch.eq(torch.cumsum(mask1, 1).int(), 0).float()  # :179
     mask2 *= mask_tmp  # :180

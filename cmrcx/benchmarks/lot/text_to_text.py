@@ -19,7 +19,7 @@ per task, section 5.2). Pure Python and NumPy; `cmrcx.tasks.lot.mixture` registe
 The understanding inputs are built by the pointer's layout functions
 (`cmrcx.benchmarks.lot.understanding`), ids and all: their story is trimmed around its
 markers past max_length, never the candidates, and `<sep>` / `<mask>` are the
-vocabulary's pieces or the ids appended after it (`SentencePieceIds`), which a text
+vocabulary's pieces or the ids appended after it (`T5Layout.special_ids`), which a text
 tokenized as T5Tokenizer would not give. `source_and_target` writes the same examples as
 text, for reading and for tests.
 
@@ -47,10 +47,11 @@ from cmrcx.benchmarks.lot.formats import (
     Record,
     SenPosRecord,
 )
+from cmrcx.benchmarks.windows import SpecialIds
 
 Tokenize = Callable[[str], Sequence[int]]
 SENTINEL = "<extra_id_{}>"
-SEP, CONTEXT = "<sep>", "<mask>"  # the pointer layouts' markers (`SentencePieceIds`)
+SEP, CONTEXT = "<sep>", "<mask>"  # the pointer layouts' markers (`T5Layout.special_ids`)
 UNDERSTANDING = (ClozeTRecord, SenPosRecord)
 
 
@@ -127,7 +128,7 @@ def source_and_target(record: Record) -> tuple[str, str]:
 def example(
     record: Record,
     tokenize: Tokenize,
-    ids: understanding.SentencePieceIds,
+    ids: SpecialIds,
     max_length: int,
     target_length: int,
 ) -> dict[str, np.ndarray]:
@@ -137,7 +138,7 @@ def example(
         candidate order; empty for PlotCom and OutGen.
 
     `tokenize`: a `T5SentencePieceVocabulary`'s `encode` (no EOS); `ids`:
-    `SentencePieceIds.from_vocabulary` of it. ClozeT and SenPos: the pointer layout of
+    `cmrcx.vocab.layouts` `T5.special_ids` of it. ClozeT and SenPos: the pointer layout of
     the record (`understanding.clozet_sentencepiece` / `senpos_sentencepiece`: story
     trimmed to fit, DataFormatError naming the line if the rest cannot fit), targets the
     gold sentinel and EOS (EOS alone without a label). PlotCom, OutGen: each text's first
@@ -154,13 +155,13 @@ def example(
         inputs = layout(record, tokenize, ids, max_length)["input_ids"]
         sentinels = [ids.sentinels[k + 1] for k in range(num_candidates(record))]
         gold = [] if record.label is None else [sentinels[record.label]]
-        targets = [*gold, ids.eos]
+        targets = [*gold, ids.eos_id]
         candidates = sentinels
     elif isinstance(record, OutGenRecord | PlotComRecord):
         source, target = generation.source_and_target(record)
         blank = ids.sentinels[1] if isinstance(record, PlotComRecord) else None
-        inputs = [*generation.cut_source(tokenize(source), max_length - 1, blank), ids.eos]
-        targets = [*list(tokenize(target))[: target_length - 1], ids.eos]
+        inputs = [*generation.cut_source(tokenize(source), max_length - 1, blank), ids.eos_id]
+        targets = [*list(tokenize(target))[: target_length - 1], ids.eos_id]
         candidates = []
     else:
         raise TypeError(f"not a LOT record: {type(record).__name__}")

@@ -8,7 +8,9 @@ below are ours, one per (task, input layout: `cmrcx.vocab.layouts` `Layout.point
 picks them), each a function
     layout(record, tokenize, ids, max_length) -> example
 with `tokenize` text -> ids (a vocabulary's `encode`: no [CLS]/[SEP]/EOS), `ids` the
-special ids (`WordPieceIds` / `SentencePieceIds.from_vocabulary(vocabulary)`) and the
+vocabulary's special ids (`cmrcx.benchmarks.windows.SpecialIds`, built by the layout's
+`special_ids`: WordPiece's cls_id, sep_id, blank_id [unused1] and end_id [unused2],
+SentencePiece's sep_id <sep>, mask_id <mask>, eos_id and sentinels) and the
 example a dict of int32 NumPy arrays (unpadded, see `pad_example`):
     input_ids, token_type_ids, input_mask [length]; candidate_positions, candidate_mask
     [candidates]; context_position, label [] (label -1: the record has none)
@@ -35,69 +37,19 @@ alone does not fit is a DataFormatError naming its line.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
 
 import numpy as np
 
 from cmrcx.benchmarks.lot.formats import MASK, ClozeTRecord, SenPosRecord
+from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.errors import DataFormatError
 
 Tokenize = Callable[[str], Sequence[int]]
-GAP_MARKER, END_MARKER = "[unused1]", "[unused2]"  # WordPiece markers (module docstring)
-
-
-class WordPieceIds(NamedTuple):
-    cls: int  # [CLS]
-    sep: int  # [SEP]
-    gap: int  # [unused1]: a place in the story where a sentence is missing / may go
-    end: int  # [unused2]: the end of a sentence outside the story
-
-    @classmethod
-    def from_vocabulary(cls, vocabulary) -> WordPieceIds:
-        """From a `cmrcx.vocab.wordpiece.WordPieceVocabulary` (KeyError if one is absent)."""
-        return cls(*(vocabulary.token_to_id(t) for t in ("[CLS]", "[SEP]", GAP_MARKER, END_MARKER)))
-
-
-class SentencePieceIds(NamedTuple):
-    eos: int  # </s>, ending every input (T5Tokenizer appends it)
-    sep: int  # <sep>: the removed sentence's place (ClozeT), before it (SenPos)
-    mask: int  # <mask>: the context token, last
-    sentinels: tuple[int, ...]  # sentinels[k]: the id of <extra_id_k>
-
-    @classmethod
-    def from_vocabulary(cls, vocabulary) -> SentencePieceIds:
-        """From a `cmrcx.vocab.sentencepiece.T5SentencePieceVocabulary`.
-
-        `<sep>` and `<mask>` are the model's pieces when it has them (LongLM's spiece.model,
-        Chinese XLNet's: 4 and 6); otherwise (mT5's, T5's) they are appended after the
-        vocabulary, vocab_size and vocab_size + 1, as transformers' `add_special_tokens`
-        appends a token a tokenizer lacks. Assumption (LongLM's tokenizer files are not
-        available here): the authors' tokenizer reads `<sep>` and `<mask>` written in the
-        text as one token each, as its `mask_token_id` in finetune.py:177 implies for
-        `<mask>`. A model whose vocab_size is not above `max_id` cannot embed them.
-        """
-        pieces = vocabulary.tokens[: vocabulary.piece_size]
-        found = {piece: i for i, piece in enumerate(pieces) if piece in ("<sep>", "<mask>")}
-        appended = iter(range(vocabulary.vocab_size, vocabulary.vocab_size + 2))
-        sep, mask = (found[p] if p in found else next(appended) for p in ("<sep>", "<mask>"))
-        sentinels = tuple(vocabulary.sentinel_id(k) for k in range(vocabulary.extra_ids))
-        return cls(vocabulary.eos_id, sep, mask, sentinels)
-
-    @property
-    def max_id(self) -> int:
-        return max(self.eos, self.sep, self.mask, *self.sentinels)
-
-    def names(self) -> dict[int, str]:
-        """id -> text of each special id (for `describe`)."""
-        names = {token: f"<extra_id_{k}>" for k, token in enumerate(self.sentinels)}
-        return names | {self.eos: "</s>", self.sep: "<sep>", self.mask: "<mask>"}
-
-
 # --- Layouts -------------------------------------------------------------------------
 
 
 def clozet_wordpiece(
-    record: ClozeTRecord, tokenize: Tokenize, ids: WordPieceIds, max_length: int = 512
+    record: ClozeTRecord, tokenize: Tokenize, ids: SpecialIds, max_length: int = 512
 ) -> dict[str, np.ndarray]:
     """`[CLS] LEFT [unused1] RIGHT [SEP] plot0 [unused2] plot1 [unused2] [SEP]`.
 
@@ -112,19 +64,19 @@ def clozet_wordpiece(
     fixed = 4 + sum(len(plot) + 1 for plot in plots)
     left, right = trim_story([left, right], _budget(record, max_length, fixed))
     out = _Builder()
-    out.add([ids.cls, *left])
-    context = out.mark(ids.gap)
-    out.add([*right, ids.sep])
+    out.add([ids.cls_id, *left])
+    context = out.mark(ids.blank_id)
+    out.add([*right, ids.sep_id])
     candidates = []
     for plot in plots:
         out.add(plot, 1)
-        candidates.append(out.mark(ids.end, 1))
-    out.add([ids.sep], 1)
+        candidates.append(out.mark(ids.end_id, 1))
+    out.add([ids.sep_id], 1)
     return out.example(candidates, context, record.label)
 
 
 def senpos_wordpiece(
-    record: SenPosRecord, tokenize: Tokenize, ids: WordPieceIds, max_length: int = 512
+    record: SenPosRecord, tokenize: Tokenize, ids: SpecialIds, max_length: int = 512
 ) -> dict[str, np.ndarray]:
     """`[CLS] s1 [unused1] s2 [unused1] ... sn [SEP] sentence [unused2] [SEP]`.
 
@@ -139,20 +91,20 @@ def senpos_wordpiece(
     fixed = 4 + (len(segments) - 1) + len(sentence)
     segments = trim_story(segments, _budget(record, max_length, fixed))
     out = _Builder()
-    out.add([ids.cls, *segments[0]])
+    out.add([ids.cls_id, *segments[0]])
     candidates = []
     for segment in segments[1:]:
-        candidates.append(out.mark(ids.gap))
+        candidates.append(out.mark(ids.blank_id))
         out.add(segment)
-    out.add([ids.sep])
+    out.add([ids.sep_id])
     out.add(sentence, 1)
-    context = out.mark(ids.end, 1)
-    out.add([ids.sep], 1)
+    context = out.mark(ids.end_id, 1)
+    out.add([ids.sep_id], 1)
     return out.example(candidates, context, record.label)
 
 
 def clozet_wordpiece_causal(
-    record: ClozeTRecord, tokenize: Tokenize, ids: WordPieceIds, max_length: int = 512
+    record: ClozeTRecord, tokenize: Tokenize, ids: SpecialIds, max_length: int = 512
 ) -> dict[str, np.ndarray]:
     """`[CLS] plot0 [unused2] plot1 [unused2] LEFT [unused1] RIGHT [SEP]`, for a causal
     decoder (GPT-2): `clozet_sentencepiece`'s order with WordPiece markers.
@@ -169,18 +121,18 @@ def clozet_wordpiece_causal(
     fixed = 3 + sum(len(plot) + 1 for plot in plots)
     left, right = trim_story([left, right], _budget(record, max_length, fixed))
     out = _Builder()
-    out.add([ids.cls])
+    out.add([ids.cls_id])
     candidates = []
     for plot in plots:
         out.add(plot)
-        candidates.append(out.mark(ids.end))
-    out.add([*left, ids.gap, *right])
-    context = out.mark(ids.sep)
+        candidates.append(out.mark(ids.end_id))
+    out.add([*left, ids.blank_id, *right])
+    context = out.mark(ids.sep_id)
     return out.example(candidates, context, record.label)
 
 
 def clozet_sentencepiece(
-    record: ClozeTRecord, tokenize: Tokenize, ids: SentencePieceIds, max_length: int = 512
+    record: ClozeTRecord, tokenize: Tokenize, ids: SpecialIds, max_length: int = 512
 ) -> dict[str, np.ndarray]:
     """`plot0 <extra_id_1> plot1 <extra_id_2> LEFT <sep> RIGHT <mask> </s>`: the LongLM
     authors' source (LOT-LongLM baselines/understanding/data/test.source) plus EOS.
@@ -202,14 +154,14 @@ def clozet_sentencepiece(
     for k, plot in enumerate(plots):
         out.add(plot)
         candidates.append(out.mark(ids.sentinels[k + 1]))
-    out.add([*left, ids.sep, *right])
-    context = out.mark(ids.mask)
-    out.add([ids.eos])
+    out.add([*left, ids.sep_id, *right])
+    context = out.mark(ids.mask_id)
+    out.add([ids.eos_id])
     return out.example(candidates, context, record.label)
 
 
 def senpos_sentencepiece(
-    record: SenPosRecord, tokenize: Tokenize, ids: SentencePieceIds, max_length: int = 512
+    record: SenPosRecord, tokenize: Tokenize, ids: SpecialIds, max_length: int = 512
 ) -> dict[str, np.ndarray]:
     """`s1 <extra_id_1> s2 <extra_id_2> ... sn <sep> sentence <mask> </s>`.
 
@@ -238,14 +190,14 @@ def senpos_sentencepiece(
     for k, segment in enumerate(segments[1:]):
         candidates.append(out.mark(ids.sentinels[k + 1]))
         out.add(segment)
-    out.add([ids.sep, *sentence])
-    context = out.mark(ids.mask)
-    out.add([ids.eos])
+    out.add([ids.sep_id, *sentence])
+    context = out.mark(ids.mask_id)
+    out.add([ids.eos_id])
     return out.example(candidates, context, record.label)
 
 
 def clozet_longlm_authors(
-    record: ClozeTRecord, tokenize: Tokenize, ids: SentencePieceIds, max_length: int = 512
+    record: ClozeTRecord, tokenize: Tokenize, ids: SpecialIds, max_length: int = 512
 ) -> dict[str, np.ndarray]:
     """The LongLM authors' ClozeT example (LOT-LongLM baselines/understanding, `utils.py`
     Seq2SeqDataset and finetune.py:157-194) for `LongLMAuthorsClozeModel`:
@@ -266,7 +218,7 @@ def clozet_longlm_authors(
     inputs = source["input_ids"]
     targets = inputs
     if record.label is not None:
-        targets = np.concatenate([inputs[:-1], [ids.sentinels[record.label + 1], ids.eos]])
+        targets = np.concatenate([inputs[:-1], [ids.sentinels[record.label + 1], ids.eos_id]])
     targets = targets.astype(np.int32)
     return {
         "inputs": inputs,
@@ -358,7 +310,10 @@ class _Builder:
         self.types.extend([token_type] * len(ids))
 
     def mark(self, token_id: int, token_type: int = 0) -> int:
-        """Appends one marker; returns its position."""
+        """Appends one marker; returns its position. ValueError when the vocabulary lacks
+        it (`SpecialIds` holds None)."""
+        if token_id is None:
+            raise ValueError("the vocabulary lacks a marker token this layout writes")
         self.add([token_id], token_type)
         return len(self.ids) - 1
 
@@ -404,7 +359,7 @@ def describe(
     tagged: `⟨context⟩`, `⟨k⟩` for candidate k, `⟨k*⟩` for the labelled one.
 
     vocabulary: anything with `tokens` (id -> text; WordPiece or SentencePiece
-    vocabularies) or such a list; names: texts of ids beyond it (`SentencePieceIds.names`
+    vocabularies) or such a list; names: texts of ids beyond it (`T5Layout.marker_names`
     for appended `<sep>` / `<mask>`). An authors' example (inputs / targets) is shown as
     its decoder input, `⟨start⟩` + targets[:-1], where its positions point.
     `[CLS] 甲 乙 [unused1]⟨context⟩ 丙 [SEP] 丁 [unused2]⟨0⟩ 戊 己 [unused2]⟨1*⟩ [SEP]`

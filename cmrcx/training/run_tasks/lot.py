@@ -99,8 +99,8 @@ def _check_special_ids_fit(run, layout) -> None:
 def check_marker_ids_fit(run, vocabulary) -> None:
     """ConfigError when `<sep>`/`<mask>` (appended after a SentencePiece vocabulary without
     them) or a sentinel is past the model's embedding rows."""
-    ids = layouts.T5.pointer_ids(vocabulary)
-    highest = max(ids.sep, ids.mask, *ids.sentinels)
+    ids = layouts.T5.special_ids(vocabulary)
+    highest = max(ids.sep_id, ids.mask_id, *ids.sentinels)
     if highest >= run.model.vocab_size:
         raise ConfigError(
             f"{run.task}: the token id {highest} (<sep>/<mask>, appended after "

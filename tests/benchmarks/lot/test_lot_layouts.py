@@ -10,20 +10,23 @@ import pytest
 
 from cmrcx.benchmarks.lot import understanding
 from cmrcx.benchmarks.lot.formats import ClozeTRecord, SenPosRecord
-from cmrcx.benchmarks.lot.understanding import (
-    SentencePieceIds,
-    WordPieceIds,
-    describe,
-    trim_story,
-)
+from cmrcx.benchmarks.lot.understanding import describe, trim_story
+from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.errors import DataFormatError
 from cmrcx.common.paths import package_path
 from cmrcx.models import registry
 from cmrcx.vocab import layouts
 
-WORDPIECE = WordPieceIds(cls=101, sep=102, gap=1, end=2)
-SENTENCEPIECE = SentencePieceIds(eos=1, sep=4, mask=6, sentinels=tuple(499 - k for k in range(100)))
+WORDPIECE = SpecialIds(cls_id=101, sep_id=102, blank_id=1, end_id=2)
+SENTENCEPIECE = SpecialIds(
+    cls_id=None, sep_id=4, mask_id=6, eos_id=1, sentinels=tuple(499 - k for k in range(100))
+)
 WORDPIECE_NAMES = {101: "[CLS]", 102: "[SEP]", 1: "[unused1]", 2: "[unused2]"}
+SENTENCEPIECE_NAMES = {499 - k: f"<extra_id_{k}>" for k in range(100)} | {
+    1: "</s>",
+    4: "<sep>",
+    6: "<mask>",
+}
 LAYOUTS = {
     "clozet_wordpiece": (understanding.clozet_wordpiece, WORDPIECE),
     "clozet_wordpiece_causal": (understanding.clozet_wordpiece_causal, WORDPIECE),
@@ -41,7 +44,7 @@ def tokenize(text: str) -> list[int]:
 def names(ids) -> dict[int, str]:
     """Text of every id the examples hold: CJK characters and the special ids."""
     cjk = {code: chr(code) for code in range(0x4E00, 0x9FFF)}
-    return cjk | (WORDPIECE_NAMES if isinstance(ids, WordPieceIds) else ids.names())
+    return cjk | (WORDPIECE_NAMES if ids == WORDPIECE else SENTENCEPIECE_NAMES)
 
 
 CLOZET = ClozeTRecord(4, "甲乙<mask>丙", ("丁", "戊己"), 1, {})
@@ -82,8 +85,8 @@ def test_docstring_examples(layout):
     assert example["context_position"] == context and example["label"] == 1
     assert {k: v.dtype for k, v in example.items()} == dict.fromkeys(example, np.int32)
     assert example["input_mask"].all() and example["candidate_mask"].all()
-    if isinstance(ids, WordPieceIds):  # segment 1 from the first [SEP] on, exclusive
-        first_sep = list(example["input_ids"]).index(ids.sep)
+    if ids == WORDPIECE:  # segment 1 from the first [SEP] on, exclusive
+        first_sep = list(example["input_ids"]).index(ids.sep_id)
         want = (np.arange(example["input_ids"].size) > first_sep).astype(np.int32)
         np.testing.assert_array_equal(example["token_type_ids"], want)
     else:
@@ -103,7 +106,7 @@ def test_authors_example():
     # The decoder input at the positions: the sentinels and <mask>, as their masks find them.
     decoder_input = np.concatenate([[0], example["targets"][:-1]])
     assert list(decoder_input[example["candidate_positions"]]) == [499 - 1, 499 - 2]
-    assert decoder_input[example["context_position"]] == SENTENCEPIECE.mask
+    assert decoder_input[example["context_position"]] == SENTENCEPIECE.mask_id
     unlabelled = ClozeTRecord(4, CLOZET.story, CLOZET.candidates, None, {})
     example = understanding.clozet_longlm_authors(unlabelled, tokenize, SENTENCEPIECE, 512)
     np.testing.assert_array_equal(example["targets"], example["inputs"])
@@ -147,7 +150,7 @@ def check_long_clozet(example, tokens, ids):
         assert tokens[end - len(plot) : end] == tokenize(plot)
     # The story: as much left as right context around the removed sentence's marker.
     left, right = (tokenize(part) for part in LONG_CLOZET.story.split("<mask>"))
-    gap = tokens.index(ids.gap if isinstance(ids, WordPieceIds) else ids.sep)
+    gap = tokens.index(ids.blank_id if ids == WORDPIECE else ids.sep_id)
     kept_left = [t for t in tokens[:gap] if t in left]
     kept_right = [t for t in tokens[gap:] if t in right]
     assert (
@@ -161,8 +164,8 @@ def check_long_senpos(example, tokens, ids):
     positions = list(example["candidate_positions"])
     assert len(positions) == 8 and positions == sorted(positions)
     markers = [tokens[p] for p in positions]
-    if isinstance(ids, WordPieceIds):
-        assert markers == [ids.gap] * 8
+    if ids == WORDPIECE:
+        assert markers == [ids.blank_id] * 8
     else:
         assert markers == [ids.sentinels[k + 1] for k in range(8)]
     context = int(example["context_position"])
@@ -194,10 +197,10 @@ def test_long_stories_with_the_real_vocabularies(tiny_vocab):
     wordpiece = WordPieceVocabulary(tiny_vocab)
     sentencepiece = T5SentencePieceVocabulary(package_path("data/longlm_tiny/spiece.model"))
     for vocabulary, ids in (
-        (wordpiece, WordPieceIds.from_vocabulary(wordpiece)),
-        (sentencepiece, SentencePieceIds.from_vocabulary(sentencepiece)),
+        (wordpiece, layouts.BERT.special_ids(wordpiece)),
+        (sentencepiece, layouts.T5.special_ids(sentencepiece)),
     ):
-        kind = "wordpiece" if isinstance(ids, WordPieceIds) else "sentencepiece"
+        kind = "wordpiece" if vocabulary is wordpiece else "sentencepiece"
         layout = layouts.BERT if kind == "wordpiece" else layouts.T5
         for task, record in (("clozet", clozet), ("senpos", senpos)):
             example = layout.pointer(task)(record, vocabulary.encode, ids, 512)
@@ -206,11 +209,11 @@ def test_long_stories_with_the_real_vocabularies(tiny_vocab):
             assert len(example["candidate_positions"]) == (2 if task == "clozet" else 3)
             marks = tokens[example["candidate_positions"]]
             if kind == "wordpiece":
-                assert set(marks) == {ids.end if task == "clozet" else ids.gap}
+                assert set(marks) == {ids.end_id if task == "clozet" else ids.blank_id}
             else:
                 assert list(marks) == list(ids.sentinels[1 : len(marks) + 1])
-            context = {"wordpiece": {"clozet": "gap", "senpos": "end"}}.get(kind)
-            want = getattr(ids, context[task]) if context else ids.mask
+            context = {"wordpiece": {"clozet": "blank_id", "senpos": "end_id"}}.get(kind)
+            want = getattr(ids, context[task]) if context else ids.mask_id
             assert tokens[example["context_position"]] == want
 
 
@@ -218,33 +221,40 @@ def test_long_stories_with_the_real_vocabularies(tiny_vocab):
 
 
 class FakeSentencePiece:
-    """A vocabulary with the attributes `SentencePieceIds.from_vocabulary` reads."""
+    """A vocabulary with the attributes `T5Layout.special_ids` reads."""
 
     def __init__(self, pieces):
         self.tokens = [*pieces, *(f"<extra_id_{k}>" for k in reversed(range(100)))]
-        self.piece_size, self.vocab_size, self.extra_ids, self.eos_id = (
+        self.piece_size, self.vocab_size, self.extra_ids, self.eos_id, self.pad_id = (
             len(pieces),
             len(pieces) + 100,
             100,
             2,
+            5,
         )
 
     def sentinel_id(self, k):
         return self.vocab_size - 1 - k
 
 
+def max_id(ids) -> int:
+    """The highest id of a SentencePiece layout's markers."""
+    return max(ids.eos_id, ids.sep_id, ids.mask_id, *ids.sentinels)
+
+
 def test_sentencepiece_ids_from_the_vocabulary():
     # Chinese XLNet's layout, LongLM's: <sep> 4 and <mask> 6 are pieces.
     xlnet = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "的"]
-    ids = SentencePieceIds.from_vocabulary(FakeSentencePiece(xlnet))
-    assert (ids.eos, ids.sep, ids.mask) == (2, 4, 6)
-    assert ids.sentinels[0] == 108 and ids.sentinels[1] == 107 and ids.max_id == 108
+    ids = layouts.T5.special_ids(FakeSentencePiece(xlnet))
+    assert (ids.eos_id, ids.sep_id, ids.mask_id, ids.pad_id, ids.cls_id) == (2, 4, 6, 5, None)
+    assert ids.sentinels[0] == 108 and ids.sentinels[1] == 107 and max_id(ids) == 108
     # The repository's tiny model (T5's layout, 400 pieces): appended after the 500 ids.
     from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
     tiny = T5SentencePieceVocabulary(package_path("data/longlm_tiny/spiece.model"))
-    ids = SentencePieceIds.from_vocabulary(tiny)
-    assert (ids.eos, ids.sep, ids.mask, ids.sentinels[1], ids.max_id) == (1, 500, 501, 498, 501)
+    ids = layouts.T5.special_ids(tiny)
+    want = (1, 500, 501, 498, 501)
+    assert (ids.eos_id, ids.sep_id, ids.mask_id, ids.sentinels[1], max_id(ids)) == want
 
 
 def test_layouts_tokenize_as_the_whole_text(tiny_vocab):
@@ -257,17 +267,17 @@ def test_layouts_tokenize_as_the_whole_text(tiny_vocab):
     left, right = "一只猫望着窗外飞翔的鸟儿。", "鸟儿一进来，猫就关上了门。"
     record = ClozeTRecord(1, f"{left}<mask>{right}", ("可是没有鸟儿来。", "有些鸟儿来了。"), 1, {})
     wordpiece = WordPieceVocabulary(tiny_vocab)
-    ids = WordPieceIds.from_vocabulary(wordpiece)
+    ids = layouts.BERT.special_ids(wordpiece)
     example = understanding.clozet_wordpiece(record, wordpiece.encode, ids, 512)
     plot0, plot1 = record.candidates
     whole = wordpiece.encode(f"{left}[unused1]{right}")
     tail = wordpiece.encode(f"{plot0}[unused2]{plot1}[unused2]")
-    assert list(example["input_ids"]) == [ids.cls, *whole, ids.sep, *tail, ids.sep]
+    assert list(example["input_ids"]) == [ids.cls_id, *whole, ids.sep_id, *tail, ids.sep_id]
     sentencepiece = T5SentencePieceVocabulary(package_path("data/longlm_tiny/spiece.model"))
-    ids = SentencePieceIds.from_vocabulary(sentencepiece)
+    ids = layouts.T5.special_ids(sentencepiece)
     example = understanding.clozet_longlm_authors(record, sentencepiece.encode, ids, 512)
     head = sentencepiece.encode(f"{plot0}<extra_id_1>{plot1}<extra_id_2>{left}")
-    want = [*head, ids.sep, *sentencepiece.encode(right), ids.mask, ids.eos]
+    want = [*head, ids.sep_id, *sentencepiece.encode(right), ids.mask_id, ids.eos_id]
     assert list(example["inputs"]) == want
 
 

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cmrcx.benchmarks.lot import formats, text_to_text, understanding
+from cmrcx.benchmarks.lot import formats, text_to_text
 from cmrcx.benchmarks.lot.formats import ClozeTRecord, OutGenRecord, PlotComRecord, SenPosRecord
+from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.paths import package_path
 from cmrcx.tasks.lot import generation as generation_tasks
+from cmrcx.vocab import layouts
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 
 SAMPLE = package_path("data/lot_sample")
@@ -28,7 +30,7 @@ def vocabulary():
 
 @pytest.fixture(scope="module")
 def ids(vocabulary):
-    return understanding.SentencePieceIds.from_vocabulary(vocabulary)
+    return layouts.T5.special_ids(vocabulary)
 
 
 def one_id_a_character(text: str) -> list[int]:
@@ -36,7 +38,7 @@ def one_id_a_character(text: str) -> list[int]:
     return [ord(c) for c in text]
 
 
-TOY = understanding.SentencePieceIds(eos=1, sep=4, mask=6, sentinels=(99, 98, 97, 96))
+TOY = SpecialIds(cls_id=None, sep_id=4, mask_id=6, eos_id=1, sentinels=(99, 98, 97, 96))
 CLOZET = ClozeTRecord(1, "甲乙<mask>丙", ("丁", "戊己"), 1, {})
 SENPOS = SenPosRecord(1, "甲<mask>乙<mask>丙", "丁", 0, {})
 
@@ -86,7 +88,7 @@ def test_a_long_story_is_trimmed_never_the_candidates():
 
 def _text_ids(text: str, vocabulary, ids) -> list[int]:
     """The text form tokenized piece by piece, its markers as the layouts' ids."""
-    markers = {"<sep>": ids.sep, "<mask>": ids.mask}
+    markers = {"<sep>": ids.sep_id, "<mask>": ids.mask_id}
     markers |= {f"<extra_id_{k}>": i for k, i in enumerate(ids.sentinels)}
     out = []
     for part in re.split(r"(<sep>|<mask>|<extra_id_\d+>)", text):
@@ -100,8 +102,8 @@ def test_text_form_is_the_ids_on_every_sample_record(task, vocabulary, ids):
         for record in formats.read_split(task, f"{SAMPLE}/{task}", split):
             source, target = text_to_text.source_and_target(record)
             example = text_to_text.example(record, vocabulary.encode, ids, 4096, 8)
-            assert example["inputs"].tolist() == _text_ids(source, vocabulary, ids) + [ids.eos]
-            assert example["targets"].tolist() == _text_ids(target, vocabulary, ids) + [ids.eos]
+            assert example["inputs"].tolist() == _text_ids(source, vocabulary, ids) + [ids.eos_id]
+            assert example["targets"].tolist() == _text_ids(target, vocabulary, ids) + [ids.eos_id]
 
 
 @pytest.mark.parametrize("task", ["plotcom", "outgen"])
