@@ -29,7 +29,8 @@ from cmrcx.common.errors import ConfigError
 from cmrcx.datasets import cmrc2019 as cmrc2019_tfds
 from cmrcx.tasks import task_name
 from cmrcx.tasks.sources import FileOrderSource
-from cmrcx.vocab.wordpiece import UNUSED_TOKEN, WordPieceVocabulary
+from cmrcx.vocab import layouts
+from cmrcx.vocab.wordpiece import WordPieceVocabulary
 
 MIXTURE_NAME = "cmrc2019"
 # The authors' baseline replaces [BLANK1]..[BLANK15]; the official data has up to
@@ -39,20 +40,15 @@ TOKEN_FEATURES = cmrc2019_windows.TOKEN_FEATURES
 WINDOW_FEATURES = cmrc2019_windows.WINDOW_FEATURES
 
 
-def window_ids(vocabulary: WordPieceVocabulary, max_blanks: int) -> cmrc2019_windows.WindowIds:
+def window_ids(vocabulary: WordPieceVocabulary, max_blanks: int) -> layouts.SpecialIds:
+    """BERT's special ids with the blank markers [unused1] to [unused<max_blanks>]."""
     try:
-        markers = [vocabulary.token_to_id(UNUSED_TOKEN.format(k)) for k in range(1, max_blanks + 1)]
+        return layouts.BERT.special_ids(vocabulary, num_blanks=max_blanks)
     except KeyError as missing:
         raise ConfigError(
             f"{vocabulary.vocab_file}: CMRC 2019 marks its blanks with [unused1] to "
             f"[unused{max_blanks}] (the authors' script), and this vocabulary has {missing}"
         ) from None
-    return cmrc2019_windows.WindowIds(
-        cls_id=vocabulary.cls_id,
-        sep_id=vocabulary.sep_id,
-        pad_id=vocabulary.pad_id,
-        blank_marker_ids=np.asarray(markers, np.int32),
-    )
 
 
 def tokenize_passage(dataset: tf.data.Dataset, vocabulary, max_candidate_tokens: int):
@@ -84,7 +80,7 @@ def _windows(dataset, *, ids, max_length, doc_stride, training: bool):
     """One example per (candidate, window); see `cmrcx.benchmarks.cmrc2019.windows`."""
     extra = "target_blank" if training else "choice_index"
     keys = (*WINDOW_FEATURES, extra)
-    max_blanks = len(ids.blank_marker_ids)
+    max_blanks = len(ids.blank_markers)
 
     def make(passage_ids, choice_values, choice_splits, answers, num_blanks):
         choice_ids = np.split(choice_values, choice_splits[1:-1])

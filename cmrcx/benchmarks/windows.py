@@ -72,6 +72,7 @@ class SpecialIds(NamedTuple):
     mask_id: int | None = None  # LOT: the context token, last (T5's <mask>)
     eos_id: int | None = None  # </s>, ending every T5 input (T5Tokenizer appends it)
     sentinels: tuple[int, ...] = ()  # sentinels[k]: the id of <extra_id_k> (T5)
+    blank_markers: tuple[int, ...] = ()  # CMRC 2019: the id of [BLANKk]'s [unusedk] at k-1
 
 
 class Frame(Protocol):

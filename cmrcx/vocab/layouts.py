@@ -71,10 +71,16 @@ class Layout:
         """The layout's vocabulary read from `vocab_file` (vocab.txt, spiece.model)."""
         raise self._missing("vocabulary")
 
-    def special_ids(self, vocabulary) -> SpecialIds:
+    def special_ids(self, vocabulary, num_blanks: int = 0) -> SpecialIds:
         """The vocabulary's special ids: the frames' cls, sep and padding tokens, and the
-        markers the benchmarks write (ChID's blanks, LOT's pointer markers)."""
+        markers the benchmarks write (ChID's blanks, LOT's pointer markers, CMRC 2019's
+        `num_blanks` blank markers: ValueError where the layout has none)."""
+        self._check_blank_markers(num_blanks)
         return SpecialIds(vocabulary.cls_id, vocabulary.sep_id, vocabulary.pad_id)
+
+    def _check_blank_markers(self, num_blanks: int) -> None:
+        if num_blanks:
+            raise self._missing("CMRC 2019 blank markers")
 
     def pair(self, ids_a, ids_b, ids: SpecialIds, max_length: int):
         """A pair of id tensors (already cut to fit; b may be empty: a single text) framed
@@ -218,10 +224,13 @@ class BertLayout(_FramedLayout):
 
         return WordPieceVocabulary(vocab_file, lower_case=lower_case)
 
-    def special_ids(self, vocabulary):
+    def special_ids(self, vocabulary, num_blanks=0):
         """[CLS], [SEP], [PAD]; the blank [unused1] (ChID's, CLUE's CHID_preprocess.py;
         LOT's) and other blanks' [MASK] (ChID's), LOT's end of a sentence [unused2]; None
-        where the vocabulary lacks them."""
+        where the vocabulary lacks them. CMRC 2019's blank markers: [unused1] to
+        [unused<num_blanks>] (the authors' script), KeyError naming the file where one is
+        absent."""
+        markers = range(1, num_blanks + 1)
         return SpecialIds(
             vocabulary.cls_id,
             vocabulary.sep_id,
@@ -229,6 +238,7 @@ class BertLayout(_FramedLayout):
             blank_id=_token_id(vocabulary, "[unused1]"),
             other_blank_id=_token_id(vocabulary, "[MASK]"),
             end_id=_token_id(vocabulary, "[unused2]"),
+            blank_markers=tuple(vocabulary.token_to_id(f"[unused{k}]") for k in markers),
         )
 
     def _segments(self, parts, seps, ids, one_segment):
@@ -292,10 +302,11 @@ class XLNetLayout(_FramedLayout):
 
         return XLNetVocabulary(vocab_file, lower_case=lower_case)
 
-    def special_ids(self, vocabulary):
+    def special_ids(self, vocabulary, num_blanks=0):
         """<cls>, <sep>, <pad>; ChID's blank is <mask> and another blank 4 x <unk> (XLNet
         has no [unused1]: the blank to fill is the masked one, the others are unknown
         words)."""
+        self._check_blank_markers(num_blanks)
         return SpecialIds(
             vocabulary.cls_id,
             vocabulary.sep_id,
@@ -350,7 +361,7 @@ class T5Layout(Layout):
             T5SentencePieceVocabulary(vocab_file)
         return None
 
-    def special_ids(self, vocabulary):
+    def special_ids(self, vocabulary, num_blanks=0):
         """</s>, the sentinels, and LOT's pointer markers <sep> and <mask> (no [CLS]).
 
         `<sep>` and `<mask>` are the model's pieces when it has them (LongLM's spiece.model,
@@ -362,6 +373,7 @@ class T5Layout(Layout):
         finetune.py:177 implies for `<mask>`. A model whose vocab_size is not above them
         cannot embed them.
         """
+        self._check_blank_markers(num_blanks)
         pieces = vocabulary.tokens[: vocabulary.piece_size]
         found = {piece: i for i, piece in enumerate(pieces) if piece in ("<sep>", "<mask>")}
         appended = iter(range(vocabulary.vocab_size, vocabulary.vocab_size + 2))

@@ -13,11 +13,11 @@ preprocessors; they are tested on their own (`tests/benchmarks/cmrc2019/test_win
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
 
 import numpy as np
 
-from cmrcx.benchmarks.windows import doc_spans, max_context_span
+from cmrcx.benchmarks.windows import SpecialIds, doc_spans, max_context_span
 
 # The arrays one window carries: token features are [max_length] each, the blank
 # features [max_blanks] each (see `candidate_windows`).
@@ -25,39 +25,30 @@ TOKEN_FEATURES = ("input_ids", "token_type_ids", "input_mask")
 WINDOW_FEATURES = (*TOKEN_FEATURES, "blank_positions", "blank_in_window", "blank_is_max_context")
 
 
-class WindowIds(NamedTuple):
-    """Special token ids and blank marker ids the windows need."""
-
-    cls_id: int
-    sep_id: int
-    pad_id: int
-    blank_marker_ids: np.ndarray  # int [max_blanks]: id of `[unused k]` at k-1
-
-
-def find_blanks(passage_ids: np.ndarray, blank_marker_ids: np.ndarray, num_blanks: int):
+def find_blanks(passage_ids: np.ndarray, blank_markers: Sequence[int], num_blanks: int):
     """Token positions of `[BLANK1]`..`[BLANKn]` in the tokenized passage.
 
     Returns int [num_blanks]. Raises ValueError when a marker is missing or repeated:
     the passage was validated, so that means the vocabulary lacks the marker token.
     """
-    if num_blanks > len(blank_marker_ids):
+    if num_blanks > len(blank_markers):
         raise ValueError(
-            f"{num_blanks} blanks, but only {len(blank_marker_ids)} blank markers "
+            f"{num_blanks} blanks, but only {len(blank_markers)} blank markers "
             "are configured (raise max_blanks)"
         )
     positions = np.zeros([num_blanks], np.int32)
     for k in range(num_blanks):
-        found = np.flatnonzero(passage_ids == blank_marker_ids[k])
+        found = np.flatnonzero(passage_ids == blank_markers[k])
         if len(found) != 1:
             raise ValueError(
                 f"[BLANK{k + 1}] became {len(found)} marker tokens (id "
-                f"{blank_marker_ids[k]}); is [unused{k + 1}] in the vocabulary?"
+                f"{blank_markers[k]}); is [unused{k + 1}] in the vocabulary?"
             )
         positions[k] = found[0]
     return positions
 
 
-def _window(candidate_ids, passage_ids, span, max_length, ids: WindowIds):
+def _window(candidate_ids, passage_ids, span, max_length, ids: SpecialIds):
     """input_ids, token_type_ids, input_mask: int32 [max_length] for one window."""
     tokens = np.concatenate(
         [
@@ -81,7 +72,7 @@ def candidate_windows(
     passage_ids: np.ndarray,
     candidate_ids: np.ndarray,
     num_blanks: int,
-    ids: WindowIds,
+    ids: SpecialIds,
     max_length: int = 512,
     doc_stride: int = 128,
 ) -> dict[str, np.ndarray]:
@@ -99,8 +90,8 @@ def candidate_windows(
       blank_is_max_context: int32 [W, max_blanks], 1 in the one window that scores
         blank k.
     """
-    max_blanks = len(ids.blank_marker_ids)
-    blank_tokens = find_blanks(passage_ids, ids.blank_marker_ids, num_blanks)
+    max_blanks = len(ids.blank_markers)
+    blank_tokens = find_blanks(passage_ids, ids.blank_markers, num_blanks)
     doc_offset = len(candidate_ids) + 2  # [CLS] candidate [SEP]
     spans = doc_spans(len(passage_ids), max_length - doc_offset - 1, doc_stride)
     scoring_span = [max_context_span(spans, int(p)) for p in blank_tokens]
@@ -130,7 +121,7 @@ def training_examples(
     passage_ids: np.ndarray,
     choice_ids: list[np.ndarray],
     answers: np.ndarray,
-    ids: WindowIds,
+    ids: SpecialIds,
     max_length: int,
     doc_stride: int,
 ) -> dict[str, np.ndarray]:
@@ -158,7 +149,7 @@ def scoring_examples(
     passage_ids: np.ndarray,
     choice_ids: list[np.ndarray],
     num_blanks: int,
-    ids: WindowIds,
+    ids: SpecialIds,
     max_length: int,
     doc_stride: int,
 ) -> dict[str, np.ndarray]:

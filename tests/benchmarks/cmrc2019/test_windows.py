@@ -8,16 +8,15 @@ import pytest
 
 from cmrcx.benchmarks.cmrc2019.windows import (
     WINDOW_FEATURES,
-    WindowIds,
     candidate_windows,
     find_blanks,
     scoring_examples,
     training_examples,
 )
-from cmrcx.benchmarks.windows import Span, doc_spans, max_context_span
+from cmrcx.benchmarks.windows import Span, SpecialIds, doc_spans, max_context_span
 
-IDS = WindowIds(cls_id=101, sep_id=102, pad_id=0, blank_marker_ids=np.arange(1, 33))
-MAX_BLANKS = len(IDS.blank_marker_ids)
+IDS = SpecialIds(cls_id=101, sep_id=102, pad_id=0, blank_markers=tuple(range(1, 33)))
+MAX_BLANKS = len(IDS.blank_markers)
 WINDOW_KEYS = WINDOW_FEATURES
 
 
@@ -25,7 +24,7 @@ def _passage(num_tokens: int, blanks: list[int], seed: int = 0) -> np.ndarray:
     """Synthetic passage: ids >= 200, with the marker of blank k at position blanks[k]."""
     ids = np.random.default_rng(seed).integers(200, 20_000, size=num_tokens)
     for k, position in enumerate(blanks):
-        ids[position] = IDS.blank_marker_ids[k]
+        ids[position] = IDS.blank_markers[k]
     return ids
 
 
@@ -80,7 +79,7 @@ def _check_windows(out, passage, candidate, blanks, max_length, doc_stride):
             assert out["blank_in_window"][w, k] == inside
             if inside:
                 assert out["blank_positions"][w, k] == p - span.start + c + 2
-                assert ids[out["blank_positions"][w, k]] == IDS.blank_marker_ids[k]
+                assert ids[out["blank_positions"][w, k]] == IDS.blank_markers[k]
             else:
                 assert out["blank_positions"][w, k] == 0
                 assert out["blank_is_max_context"][w, k] == 0
@@ -296,7 +295,7 @@ def test_training_examples_gold_candidate_per_blank():
             len(candidate) == len(choices[f]) and (candidate == choices[f]).all() for f in fakes
         )
         assert out["blank_in_window"][row, target] == 1
-        assert ids[out["blank_positions"][row, target]] == IDS.blank_marker_ids[target]
+        assert ids[out["blank_positions"][row, target]] == IDS.blank_markers[target]
 
 
 def test_training_examples_short_passage():
@@ -343,14 +342,14 @@ def test_scoring_examples_every_candidate_every_window():
 def test_find_blanks_positions():
     """Positions of [unused1]..[unusedN], in blank order."""
     passage = _passage(50, [3, 10, 49])
-    np.testing.assert_array_equal(find_blanks(passage, IDS.blank_marker_ids, 3), [3, 10, 49])
+    np.testing.assert_array_equal(find_blanks(passage, IDS.blank_markers, 3), [3, 10, 49])
 
 
 def test_find_blanks_missing_marker_names_it():
     """A marker the tokenizer did not produce: ValueError naming `[unusedK]`."""
     passage = _passage(50, [3, 10])
     with pytest.raises(ValueError, match=r"\[BLANK3\] became 0 marker tokens.*\[unused3\]"):
-        find_blanks(passage, IDS.blank_marker_ids, 3)
+        find_blanks(passage, IDS.blank_markers, 3)
     with pytest.raises(ValueError, match=r"\[unused3\]"):
         candidate_windows(passage, _candidate(4), 3, IDS, 64, 32)
 
@@ -358,16 +357,16 @@ def test_find_blanks_missing_marker_names_it():
 def test_find_blanks_repeated_marker():
     """A marker appearing twice is an error too."""
     passage = _passage(50, [3, 10])
-    passage[20] = IDS.blank_marker_ids[1]
+    passage[20] = IDS.blank_markers[1]
     with pytest.raises(ValueError, match=r"\[BLANK2\] became 2 marker tokens.*\[unused2\]"):
-        find_blanks(passage, IDS.blank_marker_ids, 2)
+        find_blanks(passage, IDS.blank_markers, 2)
 
 
 def test_find_blanks_more_blanks_than_markers():
     """More blanks than configured markers: ValueError with both counts."""
     passage = _passage(100, list(range(0, 64, 2)))
     with pytest.raises(ValueError, match=r"33 blanks, but only 32 blank markers"):
-        find_blanks(passage, IDS.blank_marker_ids, 33)
+        find_blanks(passage, IDS.blank_markers, 33)
 
 
 def test_training_on_a_passage_without_answers_is_a_clear_error() -> None:
