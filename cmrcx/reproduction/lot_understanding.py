@@ -57,7 +57,10 @@ LM_WEIGHT = 1e-20  # [FT] _step: loss = 1e-20 * loss + loss_cls
 MASKED = 1e20  # [FT] _step: logits -= (1 - mask2) * 1e20
 
 
-class SpecialIds(NamedTuple):
+class AuthorsIds(NamedTuple):
+    """The ids the authors' script reads from its tokenizer (<mask> and the sentinels'
+    range from the run's `cmrcx.vocab.layouts` `T5.special_ids`)."""
+
     pad: int  # the tokenizer's pad id (`<pad>`): the collator's padding, the LM loss's
     # ignore_index ([FT] _step: self.tokenizer.pad_token_id)
     mask: int  # tokenizer.mask_token_id
@@ -81,7 +84,7 @@ def collate(torch, batch: dict, pad_id: int) -> dict:
     }
 
 
-def authors_step(torch, model, inputs: dict, ids: SpecialIds):
+def authors_step(torch, model, inputs: dict, ids: AuthorsIds):
     """[FT] _step (label smoothing 0): (loss, loss_cls, pointer logits float [rows, length])."""
     tgt_ids = inputs["labels"]
     decoder_input_ids = model._shift_right(tgt_ids)
@@ -130,7 +133,7 @@ def lightning_hyper(ours) -> dict:
     return lot_generation.run_hyper(ours, total, "LOT understanding")
 
 
-def train_steps(model, batches, ids: SpecialIds, hyper: dict) -> recipe_updates.RecipeRun:
+def train_steps(model, batches, ids: AuthorsIds, hyper: dict) -> recipe_updates.RecipeRun:
     """The Lightning loop over the given cmrcx batches, one update per batch.
 
     hyper: learning_rate, weight_decay, adam_epsilon, max_grad_norm, warmup_steps,
@@ -145,7 +148,7 @@ def train_steps(model, batches, ids: SpecialIds, hyper: dict) -> recipe_updates.
     return recipe_updates.updates(model, batches, batch_loss, factor, hyper)
 
 
-def predict(model, batches, ids: SpecialIds) -> np.ndarray:
+def predict(model, batches, ids: AuthorsIds) -> np.ndarray:
     """The argmax candidate of each real row (eval.py's logits): int [rows], the
     candidate's rank among the row's sentinel positions (0: the first plot)."""
     torch, _ = torch_and_transformers()
@@ -185,7 +188,7 @@ class ClozeTAuthorsRecipe:
         encoder = ours.runner.model.encoder_name
         self.model = lot_generation.reference_t5(run.model, ours.initial_params[encoder], hf_dir)
         special = _special_ids(ours.runner)
-        self.ids = SpecialIds(
+        self.ids = AuthorsIds(
             lot_generation.tokenizer_pad_id(ours.runner),
             special.mask_id,
             min(special.sentinels),
