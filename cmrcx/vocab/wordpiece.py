@@ -49,7 +49,6 @@ import seqio
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-UNUSED_TOKEN = "[unused{}]"
 UNK_TOKEN = "[UNK]"
 # BERT's `max_input_chars_per_word`: longer words become a single [UNK].
 MAX_CHARS_PER_WORD = 100

@@ -359,9 +359,10 @@ def describe(
     tagged: `⟨context⟩`, `⟨k⟩` for candidate k, `⟨k*⟩` for the labelled one.
 
     vocabulary: anything with `tokens` (id -> text; WordPiece or SentencePiece
-    vocabularies) or such a list; names: texts of ids beyond it (`T5Layout.marker_names`
-    for appended `<sep>` / `<mask>`). An authors' example (inputs / targets) is shown as
-    its decoder input, `⟨start⟩` + targets[:-1], where its positions point.
+    vocabularies) or such a list; names: texts of ids beyond it (for appended `<sep>` /
+    `<mask>`: `cmrcx.vocab.layouts.T5Layout.marker_names`). An authors' example (inputs /
+    targets) is shown as its decoder input, `⟨start⟩` + targets[:-1], where its positions
+    point.
     `[CLS] 甲 乙 [unused1]⟨context⟩ 丙 [SEP] 丁 [unused2]⟨0⟩ 戊 己 [unused2]⟨1*⟩ [SEP]`
     """
     tokens = getattr(vocabulary, "tokens", vocabulary)
