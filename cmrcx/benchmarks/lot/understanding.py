@@ -45,6 +45,9 @@ from cmrcx.benchmarks.windows import SpecialIds
 from cmrcx.common.errors import DataFormatError
 
 Tokenize = Callable[[str], Sequence[int]]
+# The WordPiece layouts' markers (`BertLayout.special_ids`: blank_id, end_id), named in
+# the error when a vocabulary lacks one.
+BLANK_TOKEN, END_TOKEN = "[unused1]", "[unused2]"
 # --- Layouts -------------------------------------------------------------------------
 
 
@@ -65,12 +68,12 @@ def clozet_wordpiece(
     left, right = trim_story([left, right], _budget(record, max_length, fixed))
     out = _Builder()
     out.add([ids.cls_id, *left])
-    context = out.mark(ids.blank_id)
+    context = out.mark(ids.blank_id, name=BLANK_TOKEN)
     out.add([*right, ids.sep_id])
     candidates = []
     for plot in plots:
         out.add(plot, 1)
-        candidates.append(out.mark(ids.end_id, 1))
+        candidates.append(out.mark(ids.end_id, 1, name=END_TOKEN))
     out.add([ids.sep_id], 1)
     return out.example(candidates, context, record.label)
 
@@ -94,11 +97,11 @@ def senpos_wordpiece(
     out.add([ids.cls_id, *segments[0]])
     candidates = []
     for segment in segments[1:]:
-        candidates.append(out.mark(ids.blank_id))
+        candidates.append(out.mark(ids.blank_id, name=BLANK_TOKEN))
         out.add(segment)
     out.add([ids.sep_id])
     out.add(sentence, 1)
-    context = out.mark(ids.end_id, 1)
+    context = out.mark(ids.end_id, 1, name=END_TOKEN)
     out.add([ids.sep_id], 1)
     return out.example(candidates, context, record.label)
 
@@ -125,8 +128,10 @@ def clozet_wordpiece_causal(
     candidates = []
     for plot in plots:
         out.add(plot)
-        candidates.append(out.mark(ids.end_id))
-    out.add([*left, ids.blank_id, *right])
+        candidates.append(out.mark(ids.end_id, name=END_TOKEN))
+    out.add(left)
+    out.mark(ids.blank_id, name=BLANK_TOKEN)
+    out.add(right)
     context = out.mark(ids.sep_id)
     return out.example(candidates, context, record.label)
 
@@ -309,11 +314,11 @@ class _Builder:
         self.ids.extend(ids)
         self.types.extend([token_type] * len(ids))
 
-    def mark(self, token_id: int, token_type: int = 0) -> int:
-        """Appends one marker; returns its position. ValueError when the vocabulary lacks
-        it (`SpecialIds` holds None)."""
+    def mark(self, token_id: int | None, token_type: int = 0, name: str = "marker") -> int:
+        """Appends one marker; returns its position. ValueError naming the token (`name`)
+        when the vocabulary lacks it (`SpecialIds` holds None)."""
         if token_id is None:
-            raise ValueError("the vocabulary lacks a marker token this layout writes")
+            raise ValueError(f"the vocabulary has no {name} token, which this layout writes")
         self.add([token_id], token_type)
         return len(self.ids) - 1
 

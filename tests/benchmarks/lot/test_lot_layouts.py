@@ -5,6 +5,8 @@ from the vocabularies, the LongLM authors' source and target, and the errors."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -316,6 +318,18 @@ def test_errors_name_the_record(layout):
         record = SenPosRecord(9, "甲<mask>乙", cjk(0, 600), 0, {})
     with pytest.raises(DataFormatError, match="line 9: .* more than max_length 512"):
         function(record, tokenize, ids, 512)
+
+
+@pytest.mark.parametrize("layout", [name for name in LAYOUTS if "wordpiece" in name])
+@pytest.mark.parametrize("missing", ["blank_id", "end_id"])
+def test_a_vocabulary_without_a_marker_names_it(layout, missing):
+    """A BERT vocabulary without [unused1] or [unused2] (`BertLayout.special_ids` holds
+    None) fails with the token's name, never a None in the ids."""
+    function, ids = LAYOUTS[layout]
+    token = {"blank_id": "[unused1]", "end_id": "[unused2]"}[missing]
+    record = CLOZET if layout.startswith("clozet") else SENPOS
+    with pytest.raises(ValueError, match=f"no {re.escape(token)} token, which this layout"):
+        function(record, tokenize, ids._replace(**{missing: None}), 512)
 
 
 def test_senpos_sentinels_run_out():
