@@ -21,7 +21,10 @@ nothing outside this module branches on which layout (or vocabulary) it has.
 A new family of an existing layout names that layout on its row; a new layout is a class
 here (the framings it supports, the others raise `ValueError`) and a `LAYOUTS` entry. One
 with a CLUE frame subclasses `_FramedLayout` and gives its segments (`_segments`) and
-padding: the pair (TF) and the choice rows of C3 and ChID (NumPy) follow from them.
+padding: the pair (TF), the choice rows of C3 and ChID (NumPy) and CMRC 2018's window
+frames (`window_frame`; the parts' order: `passage_first`) follow from them. Its CMRC 2018
+tokenization (`_cmrc2018_tokenizer`: questions and passages in pieces, each piece's
+characters) feeds the one windowing loop, `cmrc2018_windows.split_windows`.
 """
 
 from __future__ import annotations
@@ -107,8 +110,15 @@ class Layout:
 
     def windows(self, questions, vocabulary, **options) -> dict[str, np.ndarray]:
         """CMRC 2018: every window of `questions` (`cmrc2018_windows.split_windows`'
-        arrays); options: training, max_length, doc_stride."""
+        arrays: the loop of every layout, which this one's tokenization and
+        `window_frame` feed); options: training, max_length, doc_stride."""
         raise self._missing("CMRC 2018 windows")
+
+    def window_frame(self, ids: SpecialIds, question_ids, passage_ids, max_length: int):
+        """A CMRC 2018 window framed, with where its passage and its cls token land
+        (`cmrc2018_windows.FramedWindow`): `cmrc2018_windows.WindowFrame` once ``ids``
+        are bound."""
+        raise self._missing("CMRC 2018 window frame")
 
     def pointer(self, data_task: str) -> Callable[..., dict]:
         """LOT's candidate-pointer layout of "clozet" or "senpos":
@@ -162,6 +172,7 @@ class _FramedLayout(Layout):
 
     pad_type = 0  # the token type of the padding
     pads_left = False
+    passage_first = False  # a CMRC 2018 window frames the passage, then the question
 
     def _segments(self, parts, seps, ids: SpecialIds, one_segment: bool) -> list:
         """[(ids, token type)] of the frame: parts[k] followed by seps[k]."""
@@ -196,6 +207,49 @@ class _FramedLayout(Layout):
             token_type_ids[row, where] = [kind for part, kind in segments for _ in part]
             input_mask[row, where] = 1
         return input_ids, token_type_ids, input_mask
+
+    def _places(self, parts, ids: SpecialIds, max_length: int) -> tuple[list[int], int]:
+        """The first slot of each part in its `frame` (one row), and the cls token's."""
+        seps = [[ids.sep_id]] * len(parts)
+        segments = self._segments(parts, seps, ids, one_segment=False)
+        slot = max_length - sum(len(tokens) for tokens, _ in segments) if self.pads_left else 0
+        starts, cls_position = [], -1
+        for tokens, _ in segments:
+            if any(tokens is part for part in parts):
+                starts.append(slot)
+            elif tokens is not seps[0]:  # the frame's one token besides its separators
+                cls_position = slot
+            slot += len(tokens)
+        return starts, cls_position
+
+    def window_frame(self, ids, question_ids, passage_ids, max_length):
+        """The question and the passage pieces framed as one choice of `frame` (the
+        passage first where `passage_first`).
+
+        >>> window = BERT.window_frame(SpecialIds(1, 2), [7], [8, 9], 7)
+        >>> [a.tolist() for a in window[:3]], window[3:]
+        ([[1, 7, 2, 8, 9, 2, 0], [0, 0, 0, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 0]], (3, 0))
+        >>> window = XLNET.window_frame(SpecialIds(3, 4, 5), [7], [8, 9], 7)
+        >>> [a.tolist() for a in window[:3]], window[3:]
+        ([[5, 8, 9, 4, 7, 4, 3], [3, 0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 1, 1, 1]], (1, 6))
+        """
+        passage = 0 if self.passage_first else 1  # its index among the parts
+        parts = [question_ids]
+        parts.insert(passage, passage_ids)
+        (input_ids,), (token_type_ids,), (input_mask,) = self.frame(ids, [parts], max_length)
+        starts, cls_position = self._places(parts, ids, max_length)
+        return spans.FramedWindow(
+            input_ids, token_type_ids, input_mask, starts[passage], cls_position
+        )
+
+    def _cmrc2018_tokenizer(self, vocabulary) -> spans.Cmrc2018Tokenizer:
+        """The vocabulary's CMRC 2018 tokenization of questions and passages."""
+        raise self._missing("CMRC 2018 tokenization")
+
+    def windows(self, questions, vocabulary, **options):
+        frame = functools.partial(self.window_frame, self.special_ids(vocabulary))
+        tokenizer = self._cmrc2018_tokenizer(vocabulary)
+        return spans.split_windows(questions, tokenizer, frame, **options)
 
     def choices(self, question, tokenize, vocabulary, max_length):
         return c3.question_features(question, tokenize, self.framing(vocabulary), max_length)
@@ -254,9 +308,9 @@ class BertLayout(_FramedLayout):
             segments += [(part, rest), (sep, rest)]
         return segments
 
-    def windows(self, questions, vocabulary, **options):
-        tokenize = spans.wordpiece_tokenize_words(vocabulary)
-        return spans.split_windows(questions, tokenize, self.special_ids(vocabulary), **options)
+    def _cmrc2018_tokenizer(self, vocabulary):
+        """The CLUE baseline's: doc tokens, each WordPiece-tokenized on its own."""
+        return spans.word_tokenizer(spans.wordpiece_tokenize_words(vocabulary))
 
     def pointer(self, data_task):
         return {"clozet": understanding.clozet_wordpiece, "senpos": understanding.senpos_wordpiece}[
@@ -296,6 +350,7 @@ class XLNetLayout(_FramedLayout):
     name, vocab_file = "xlnet", "spiece.model"
     answers_cover_pieces = True
     pad_type, pads_left = frames.XLNET_TYPE_PAD, True
+    passage_first = True  # [XL]: "we put P before Q" (`cmrc2018_xlnet`)
 
     def vocabulary(self, vocab_file, lower_case=True):
         from cmrcx.vocab.xlnet import XLNetVocabulary
@@ -330,9 +385,9 @@ class XLNetLayout(_FramedLayout):
             segments += [(part, frames.XLNET_TYPE_B), (sep, frames.XLNET_TYPE_B)]
         return [*segments, ([ids.cls_id], frames.XLNET_TYPE_CLS)]
 
-    def windows(self, questions, vocabulary, **options):
-        tokenize, ids = vocabulary.pieces_with_offsets, self.special_ids(vocabulary)
-        return cmrc2018_xlnet.split_windows(questions, tokenize, ids, **options)
+    def _cmrc2018_tokenizer(self, vocabulary):
+        """Pieces with the characters they cover, each text tokenized whole."""
+        return cmrc2018_xlnet.piece_tokenizer(vocabulary.pieces_with_offsets)
 
 
 class T5Layout(Layout):

@@ -20,8 +20,8 @@ the TFDS builders (`cmrcx.datasets.cmrc2018`, `chid`, `c3`; `split_records`), CM
 C3's examples as they are asked for (`choice_examples`), and served in file order by a
 `FileOrderSource`. The model family's input layout (`cmrcx.vocab.layouts`, ``layout``)
 chooses the vocabulary and the frame: "bert" as above, "xlnet" XLNet's SentencePiece and
-``a <sep> b <sep> <cls>`` padded on the left (`cmrc2018_xlnet`'s windows, passage first;
-ChID's and C3's pieces through `Layout.frame`), with the same features:
+``a <sep> b <sep> <cls>`` padded on the left (CMRC 2018's windows passage first,
+over `cmrc2018_xlnet`'s pieces; all framed by `Layout.frame`), with the same features:
 
   span (CMRC 2018), one example per window:
       input_ids, token_type_ids, input_mask [length]; start_position, end_position [];
@@ -168,8 +168,8 @@ def span_windows(
     """CMRC 2018: every window of a split as int32 arrays [windows, ...], built once per
     process: training reads them, and decoding maps the scores back with them. With
     ``training`` (the run's train split) the windows carry the first answer's positions.
-    ``layout`` builds them (`Layout.windows`: "bert" `cmrc2018_windows`, the vocabulary a
-    `WordPieceVocabulary`; "xlnet" `cmrc2018_xlnet`, an `XLNetVocabulary`).
+    ``layout`` tokenizes and frames them (`Layout.windows`: "bert" the vocabulary a
+    `WordPieceVocabulary`, "xlnet" an `XLNetVocabulary`).
 
     Raises:
       DataFormatError: a training answer that cannot be placed in its passage (names the

@@ -94,6 +94,8 @@ def test_a_layout_says_which_framing_it_lacks():
         layouts.T5.pair([1], [2], layouts.SpecialIds(0, 1, 2), 8)
     with pytest.raises(ValueError, match="the 'xlnet' input layout has no LOT pointer layout"):
         layouts.XLNET.pointer("clozet")
+    with pytest.raises(ValueError, match="the 't5' input layout has no CMRC 2018 window frame"):
+        layouts.T5.window_frame(layouts.SpecialIds(None, 1), [1], [2], 8)
 
 
 def test_the_layout_of_a_vocabulary(tiny_vocab):
@@ -109,5 +111,5 @@ def test_the_layout_of_a_vocabulary(tiny_vocab):
 
 
 def test_docstring_examples():
-    """The frames' examples (`BERT.pair`, `XLNET.pair`)."""
+    """The frames' examples (`BERT.pair`, `XLNET.pair`, `window_frame`)."""
     assert doctest.testmod(layouts, raise_on_error=True).attempted >= 2

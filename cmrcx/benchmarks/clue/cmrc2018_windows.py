@@ -14,12 +14,17 @@ Sources, CLUEbenchmark/CLUE ``baselines/models_pytorch/mrc_pytorch/``:
    character to its token (whitespace to the token before it).
 2. Each doc token is WordPiece-tokenized on its own (`tokenize_passage`), like
    ``tokenizer.tokenize(token)``; the question is tokenized whole and cut to 64 pieces.
-3. Windows (`question_windows`): ``[CLS] question [SEP] passage[start:start+n] [SEP]``, padded
-   with id 0 to ``max_length``; segment ids 0 up to the first [SEP], 1 after it; window starts
-   ``doc_stride`` apart (`cmrcx.benchmarks.cmrc2019.windows.doc_spans`, the same loop); each
-   passage piece is scored only in its max-context window
-   (``_check_is_max_context``, as `cmrcx.benchmarks.cmrc2019.windows.max_context_span`).
-4. Training labels (`answer_pieces`): the first answer only, found by
+3. Windows (`question_windows`, the one loop of every layout): window starts ``doc_stride``
+   apart over the passage pieces, ``max_length - len(question) - 3`` pieces each
+   (`cmrcx.benchmarks.windows.doc_spans`, the same loop); each passage piece is scored only
+   in its max-context window (``_check_is_max_context``, as
+   `cmrcx.benchmarks.windows.max_context_span`). The family's layout frames each window and
+   says where its passage and its cls token land (`WindowFrame`, `cmrcx.vocab.layouts`
+   `Layout.window_frame`); BERT's is ``[CLS] question [SEP] passage[start:start+n] [SEP]``,
+   padded with id 0 to ``max_length``, segment ids 0 up to the first [SEP], 1 after it
+   (XLNet's: `cmrc2018_xlnet`). The layout also tokenizes (`Cmrc2018Tokenizer`): here, steps
+   1 and 2 (`word_tokenizer`).
+4. Training labels (`Passage.answer_pieces`): the first answer only, found by
    `cmrc2018_format.baseline_answer_chars`; a start on a doc token "。", "，", "：", ":", ".",
    "," moves to the next token. Every window is kept: one without the whole answer is labelled
    (0, 0), the [CLS] slot. An ``answer_start`` of -1 is placed where [PRE]'s negative indexes
@@ -49,14 +54,15 @@ offsets stay aligned.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question, baseline_answer_chars
-from cmrcx.benchmarks.windows import Span, SpecialIds, doc_spans
+from cmrcx.benchmarks.windows import Span, doc_spans
 
 # [PRE] json2features defaults (max_seq_length=512, doc_stride=128, max_query_length=64);
 # CLUE's run_mrc_cmrc2018.sh passes --max_seq_length=256.
@@ -144,6 +150,63 @@ def split_doc_tokens(context: str) -> DocTokens:
     )
 
 
+class PassagePieces(Protocol):
+    """A context as a layout's `Cmrc2018Tokenizer` splits it (`Passage`: doc tokens and
+    their WordPiece pieces; `cmrc2018_xlnet.XLNetPassage`: SentencePiece pieces with their
+    characters), all the windowing loop asks of it.
+
+    piece_ids, char_start, char_end: int32 [num_pieces]; piece p maps back to
+    ``context[char_start[p]:char_end[p]]`` (BERT's: its doc token; XLNet's: what it covers).
+    """
+
+    @property
+    def piece_ids(self) -> np.ndarray: ...
+
+    @property
+    def char_start(self) -> np.ndarray: ...
+
+    @property
+    def char_end(self) -> np.ndarray: ...
+
+    def answer_pieces(self, text: str, answer_start: int) -> tuple[int, int] | None:
+        """(first piece, last piece) of a training answer; None: in no window (every window
+        points at the cls token). ValueError naming the answer when it cannot be placed."""
+        ...
+
+
+class Cmrc2018Tokenizer(NamedTuple):
+    """A layout's CMRC 2018 tokenization (`cmrcx.vocab.layouts` `Layout.windows`).
+
+    questions: the question texts -> each one's ids (cut to ``max_query_tokens`` later).
+    passage: a context -> its `PassagePieces`.
+    """
+
+    questions: Callable[[Sequence[str]], Sequence[Sequence[int]]]
+    passage: Callable[[str], PassagePieces]
+
+
+class FramedWindow(NamedTuple):
+    """One window framed by a layout: input_ids, token_type_ids, input_mask int32
+    [max_length]; passage_start: the row slot of the window's first passage piece;
+    cls_position: the cls token's slot, where a window without the answer points."""
+
+    input_ids: np.ndarray
+    token_type_ids: np.ndarray
+    input_mask: np.ndarray
+    passage_start: int
+    cls_position: int
+
+
+class WindowFrame(Protocol):
+    """A layout's window frame with its special ids bound (`cmrcx.vocab.layouts`
+    `Layout.window_frame`): a question's ids and a window's passage pieces, framed and
+    padded to ``max_length``."""
+
+    def __call__(
+        self, question_ids: np.ndarray, passage_ids: np.ndarray, max_length: int
+    ) -> FramedWindow: ...
+
+
 class Passage(NamedTuple):
     """A context in doc tokens and their WordPiece pieces.
 
@@ -158,6 +221,44 @@ class Passage(NamedTuple):
     piece_ids: np.ndarray
     piece_doc: np.ndarray
     doc_first_piece: np.ndarray
+
+    @property
+    def char_start(self) -> np.ndarray:
+        """int32 [num_pieces]: the first character of each piece's doc token."""
+        return self.doc.starts[self.piece_doc]
+
+    @property
+    def char_end(self) -> np.ndarray:
+        """int32 [num_pieces]: the character after each piece's doc token."""
+        return self.doc.ends[self.piece_doc]
+
+    def answer_pieces(self, text: str, answer_start: int) -> tuple[int, int]:
+        """[PRE] training positions: (first piece, last piece) of an answer in the passage.
+
+        The doc tokens are indexed as [PRE] indexes its lists, a negative index from the
+        end: a character before the first doc token maps to token -1, the last one.
+
+        Raises:
+          ValueError: the answer is not inside the context (see `baseline_answer_chars`),
+            the passage has no doc tokens, or the answer starts on the last doc token,
+            which is punctuation (the baseline would crash on each).
+        """
+        first, last = baseline_answer_chars(self.context, text, answer_start)
+        doc = self.doc
+        if not len(doc.starts):
+            raise ValueError(f"answer {text!r}: the passage has no tokens to place it on")
+        start_doc, end_doc = int(doc.char_to_doc[first]), int(doc.char_to_doc[last])
+        if self.context[doc.starts[start_doc] : doc.ends[start_doc]] in START_SKIP_TOKENS:
+            start_doc += 1
+        num_docs = len(doc.starts)
+        if start_doc >= num_docs:
+            raise ValueError(f"answer {text!r} starts on the passage's final punctuation")
+        piece_start = int(self.doc_first_piece[start_doc])
+        if end_doc < num_docs - 1:
+            piece_end = int(self.doc_first_piece[end_doc + 1]) - 1
+        else:
+            piece_end = len(self.piece_ids) - 1
+        return piece_start, piece_end
 
 
 def tokenize_passage(context: str, tokenize_words: TokenizeWords) -> Passage:
@@ -177,33 +278,12 @@ def tokenize_passage(context: str, tokenize_words: TokenizeWords) -> Passage:
     )
 
 
-def answer_pieces(passage: Passage, text: str, answer_start: int) -> tuple[int, int]:
-    """[PRE] training positions: (first piece, last piece) of an answer in the passage.
-
-    The doc tokens are indexed as [PRE] indexes its lists, a negative index from the end:
-    a character before the first doc token maps to token -1, the last one.
-
-    Raises:
-      ValueError: the answer is not inside the context (see `baseline_answer_chars`), the
-        passage has no doc tokens, or the answer starts on the last doc token, which is
-        punctuation (the baseline would crash on each).
-    """
-    first, last = baseline_answer_chars(passage.context, text, answer_start)
-    doc = passage.doc
-    if not len(doc.starts):
-        raise ValueError(f"answer {text!r}: the passage has no tokens to place it on")
-    start_doc, end_doc = int(doc.char_to_doc[first]), int(doc.char_to_doc[last])
-    if passage.context[doc.starts[start_doc] : doc.ends[start_doc]] in START_SKIP_TOKENS:
-        start_doc += 1
-    num_docs = len(doc.starts)
-    if start_doc >= num_docs:
-        raise ValueError(f"answer {text!r} starts on the passage's final punctuation")
-    piece_start = int(passage.doc_first_piece[start_doc])
-    if end_doc < num_docs - 1:
-        piece_end = int(passage.doc_first_piece[end_doc + 1]) - 1
-    else:
-        piece_end = len(passage.piece_ids) - 1
-    return piece_start, piece_end
+def word_tokenizer(tokenize_words: TokenizeWords) -> Cmrc2018Tokenizer:
+    """The baseline's tokenization (steps 1 and 2): each question whole, each passage doc
+    token by doc token (`tokenize_passage`)."""
+    return Cmrc2018Tokenizer(
+        tokenize_words, functools.partial(tokenize_passage, tokenize_words=tokenize_words)
+    )
 
 
 def max_context_windows(spans: Sequence[Span], num_pieces: int) -> np.ndarray:
@@ -226,60 +306,55 @@ def max_context_windows(spans: Sequence[Span], num_pieces: int) -> np.ndarray:
 
 def question_windows(
     question_ids: Sequence[int],
-    passage: Passage,
-    ids: SpecialIds,
+    passage: PassagePieces,
+    frame: WindowFrame,
     answer: tuple[int, int] | None = None,
     *,
     max_length: int = MAX_LENGTH,
     max_query_tokens: int = MAX_QUERY_TOKENS,
     doc_stride: int = DOC_STRIDE,
 ) -> dict[str, np.ndarray]:
-    """All windows of one question over its passage ([PRE] the feature loop).
+    """All windows of one question over its passage ([PRE] the feature loop, [XL]'s too),
+    each framed by ``frame``.
 
     Args:
       question_ids: the question's pieces (cut to ``max_query_tokens`` here).
-      answer: (first piece, last piece) from `answer_pieces` for training, else None.
+      answer: (first piece, last piece) from `PassagePieces.answer_pieces` for training,
+        else None.
 
     Returns arrays with a leading [W] (windows) axis:
       input_ids, token_type_ids, input_mask: int32 [W, max_length];
       start_position, end_position: int32 [W], the answer's row positions when the window
-        holds all of it, else 0 ([CLS]); 0 without ``answer``;
+        holds all of it, else the cls token's (BERT's [CLS], 0); the cls token's without
+        ``answer``;
       token_char_start, token_char_end: int32 [W, max_length], the context characters
-        [start, end) of the doc token each passage piece belongs to, -1 elsewhere;
+        [start, end) each passage piece maps back to, -1 elsewhere;
       token_is_max_context: int32 [W, max_length], 1 where a passage piece is scored;
       window_index: int32 [W].
     """
     query = np.asarray(question_ids, np.int32)[:max_query_tokens]
-    doc_offset = len(query) + 2
-    pieces = passage.piece_ids
+    pieces, piece_start, piece_end = passage.piece_ids, passage.char_start, passage.char_end
+    # Room for the passage beside the question, a cls token and two separators ([PRE], [XL]).
     spans = doc_spans(len(pieces), max_length - len(query) - 3, doc_stride)
     scoring_span = max_context_windows(spans, len(pieces))
-    doc = passage.doc
     out: dict[str, list] = {key: [] for key in WINDOW_FEATURES}
     for index, span in enumerate(spans):
         window = np.arange(span.start, span.start + span.length)
-        tokens = np.concatenate([[ids.cls_id], query, [ids.sep_id], pieces[window], [ids.sep_id]])
-        row = np.full([max_length], ids.pad_id, np.int32)
-        row[: len(tokens)] = tokens
-        segments = np.zeros([max_length], np.int32)
-        segments[doc_offset : len(tokens)] = 1
+        framed = frame(query, pieces[window], max_length)
+        offset = framed.passage_start
         char_start = np.full([max_length], -1, np.int32)
         char_end = np.full([max_length], -1, np.int32)
         is_max = np.zeros([max_length], np.int32)
-        passage_slots = slice(doc_offset, doc_offset + span.length)
-        char_start[passage_slots] = doc.starts[passage.piece_doc[window]]
-        char_end[passage_slots] = doc.ends[passage.piece_doc[window]]
+        passage_slots = slice(offset, offset + span.length)
+        char_start[passage_slots] = piece_start[window]
+        char_end[passage_slots] = piece_end[window]
         is_max[passage_slots] = scoring_span[window] == index
-        start = end = 0
+        start = end = framed.cls_position
         if answer is not None:
-            last = span.start + span.length - 1
-            if answer[0] >= span.start and answer[1] <= last:
-                start, end = (
-                    answer[0] - span.start + doc_offset,
-                    answer[1] - span.start + doc_offset,
-                )
-        values = (row, segments, (np.arange(max_length) < len(tokens)).astype(np.int32))
-        values += (start, end, char_start, char_end, is_max, index)
+            if answer[0] >= span.start and answer[1] <= span.start + span.length - 1:
+                start, end = answer[0] - span.start + offset, answer[1] - span.start + offset
+        values = (framed.input_ids, framed.token_type_ids, framed.input_mask, start, end)
+        values += (char_start, char_end, is_max, index)
         for key, value in zip(WINDOW_FEATURES, values, strict=True):
             out[key].append(value)
     return {key: np.asarray(value, np.int32) for key, value in out.items()}
@@ -287,42 +362,44 @@ def question_windows(
 
 def split_windows(
     questions: Sequence[Cmrc2018Question],
-    tokenize_words: TokenizeWords,
-    ids: SpecialIds,
+    tokenizer: Cmrc2018Tokenizer,
+    frame: WindowFrame,
     *,
     training: bool,
     max_length: int = MAX_LENGTH,
     max_query_tokens: int = MAX_QUERY_TOKENS,
     doc_stride: int = DOC_STRIDE,
 ) -> dict[str, np.ndarray]:
-    """The windows of every question, concatenated, for ``Dataset.from_tensor_slices``.
+    """The windows of every question, concatenated, for ``Dataset.from_tensor_slices``:
+    tokenized by ``tokenizer`` and framed by ``frame``, a layout's
+    (`cmrcx.vocab.layouts` `Layout.windows`).
 
     Each context is tokenized once however many questions it has. With ``training`` the
-    labels come from each question's first answer (`answer_pieces`). Adds
+    labels come from each question's first answer (`PassagePieces.answer_pieces`). Adds
     ``example_index``: int32 [N], the question's index in ``questions``.
 
     Raises:
       ValueError: naming the question whose first answer cannot be placed (training).
     """
-    passages: dict[str, Passage] = {}
-    question_ids = tokenize_words([question.question for question in questions])
+    passages: dict[str, PassagePieces] = {}
+    question_ids = tokenizer.questions([question.question for question in questions])
     parts = []
     for example_index, question in enumerate(questions):
         if question.context not in passages:
-            passages[question.context] = tokenize_passage(question.context, tokenize_words)
+            passages[question.context] = tokenizer.passage(question.context)
         passage = passages[question.context]
         answer = None
         if training:
             if not question.answers:
                 raise ValueError(f"question {question.qid!r} has no answer to train on")
             try:
-                answer = answer_pieces(passage, question.answers[0], question.answer_starts[0])
+                answer = passage.answer_pieces(question.answers[0], question.answer_starts[0])
             except ValueError as e:
                 raise ValueError(f"question {question.qid!r}: {e}") from None
         windows = question_windows(
             question_ids[example_index],
             passage,
-            ids,
+            frame,
             answer,
             max_length=max_length,
             max_query_tokens=max_query_tokens,

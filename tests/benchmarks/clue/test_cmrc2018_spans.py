@@ -1,7 +1,9 @@
-"""CLUE's CMRC 2018 baseline features and decoding (cmrcx.benchmarks.clue.cmrc2018_windows)."""
+"""CLUE's CMRC 2018 baseline features and decoding (cmrcx.benchmarks.clue.cmrc2018_windows),
+the windows in BERT's frame."""
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from pathlib import Path
@@ -11,7 +13,8 @@ import pytest
 
 from cmrcx.benchmarks.clue import cmrc2018_windows as spans
 from cmrcx.benchmarks.clue.cmrc2018_format import Cmrc2018Question
-from cmrcx.benchmarks.windows import doc_spans, max_context_span
+from cmrcx.benchmarks.windows import SpecialIds, doc_spans, max_context_span
+from cmrcx.vocab import layouts
 
 # A long passage: an English name at the very start, ~300 CJK characters, a mixed-case
 # word split into two pieces near the very end.
@@ -21,7 +24,7 @@ CJK = sorted({c for c in CONTEXT + "谁写的什么小说哪里问题" if spans.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "harry", "potter", "ip", "##hone", "ab", "##ab"]
 VOCAB += CJK + [".", ","]
 IDS = {token: i for i, token in enumerate(VOCAB)}
-SPECIAL = spans.SpecialIds(cls_id=IDS["[CLS]"], sep_id=IDS["[SEP]"], pad_id=IDS["[PAD]"])
+SPECIAL = SpecialIds(cls_id=IDS["[CLS]"], sep_id=IDS["[SEP]"], pad_id=IDS["[PAD]"])
 SMALL = dict(max_length=48, max_query_tokens=8, doc_stride=16)
 
 
@@ -48,6 +51,10 @@ def tiny_tokenize(words):
         parts = re.findall(r"[\u4e00-\u9fff]|[^\W\u4e00-\u9fff]+|[^\w\s]", word)
         out.append([i for part in parts for i in _wordpiece(part)])
     return out
+
+
+WORDS = spans.word_tokenizer(tiny_tokenize)  # the baseline's doc tokens, then the pieces
+FRAME = functools.partial(layouts.BERT.window_frame, SPECIAL)
 
 
 def _question(qid, question, answer, start=None, context=CONTEXT):
@@ -79,7 +86,7 @@ def test_passage_pieces_map_back_to_doc_tokens() -> None:
 def test_window_layout_and_question_cut() -> None:
     passage = spans.tokenize_passage(CONTEXT, tiny_tokenize)
     question = tiny_tokenize(["谁写的什么小说哪里问题谁写的"])[0]  # 14 pieces, cut to 8
-    windows = spans.question_windows(question, passage, SPECIAL, **SMALL)
+    windows = spans.question_windows(question, passage, FRAME, **SMALL)
     row = windows["input_ids"][0]
     assert _tokens(row[:10]) == ["[CLS]", *"谁写的什么小说哪", "[SEP]"]
     length = int(windows["input_mask"][0].sum())
@@ -96,7 +103,7 @@ def test_window_layout_and_question_cut() -> None:
 
 def test_every_piece_is_scored_in_exactly_its_max_context_window() -> None:
     passage = spans.tokenize_passage(CONTEXT, tiny_tokenize)
-    windows = spans.question_windows([IDS["谁"]], passage, SPECIAL, **SMALL)
+    windows = spans.question_windows([IDS["谁"]], passage, FRAME, **SMALL)
     num_pieces = len(passage.piece_ids)
     doc_windows = doc_spans(num_pieces, SMALL["max_length"] - 1 - 3, SMALL["doc_stride"])
     assert len(doc_windows) == len(windows["input_ids"]) > 10
@@ -116,7 +123,7 @@ def test_every_piece_is_scored_in_exactly_its_max_context_window() -> None:
 
 def test_answers_at_both_ends_are_labelled_in_every_window_holding_them() -> None:
     questions = [_question("first", "谁", "Harry Potter"), _question("last", "什么", "iPhone手机")]
-    windows = spans.split_windows(questions, tiny_tokenize, SPECIAL, training=True, **SMALL)
+    windows = spans.split_windows(questions, WORDS, FRAME, training=True, **SMALL)
     for index, answer in enumerate([["harry", "potter"], ["ip", "##hone", "手", "机"]]):
         rows = np.flatnonzero(windows["example_index"] == index)
         labelled = [r for r in rows if windows["start_position"][r] > 0]
@@ -134,15 +141,15 @@ def test_answers_at_both_ends_are_labelled_in_every_window_holding_them() -> Non
 
 def test_training_answer_search_and_punctuation_start() -> None:
     passage = spans.tokenize_passage("甲，乙丙丁", tiny_tokenize)
-    assert spans.answer_pieces(passage, "乙丙", 2) == (2, 3)
-    assert spans.answer_pieces(passage, "乙丙", 4) == (2, 3)  # found 2 characters left
-    assert spans.answer_pieces(passage, "，乙", 1) == (2, 2)  # a start on "，" moves right
+    assert passage.answer_pieces("乙丙", 2) == (2, 3)
+    assert passage.answer_pieces("乙丙", 4) == (2, 3)  # found 2 characters left
+    assert passage.answer_pieces("，乙", 1) == (2, 2)  # a start on "，" moves right
     # Not found within 3 characters: trained on the span 3 characters left anyway.
     passage = spans.tokenize_passage("甲乙丙丁戊", tiny_tokenize)
-    assert spans.answer_pieces(passage, "己庚", 4) == (1, 2)
+    assert passage.answer_pieces("己庚", 4) == (1, 2)
     bad = [_question("q9", "谁", "乙丙", start=40, context="甲，乙丙丁")]
     with pytest.raises(ValueError, match="question 'q9': answer '乙丙' with answer_start 40"):
-        spans.split_windows(bad, tiny_tokenize, SPECIAL, training=True, **SMALL)
+        spans.split_windows(bad, WORDS, FRAME, training=True, **SMALL)
 
 
 def test_official_shapes_train_and_decode_as_the_baseline() -> None:
@@ -154,7 +161,7 @@ def test_official_shapes_train_and_decode_as_the_baseline() -> None:
         _question("empty", "", "地玄", context=context),
         _question("minus", "谁", "地玄", start=-1, context=context),
     ]
-    windows = spans.split_windows(questions, tiny_tokenize, SPECIAL, training=True, **SMALL)
+    windows = spans.split_windows(questions, WORDS, FRAME, training=True, **SMALL)
     assert _tokens(windows["input_ids"][0][:9]) == ["[CLS]", "[SEP]", *context, "[SEP]"]
     assert windows["token_type_ids"][0][:9].tolist() == [0, 0] + [1] * 7
     assert (windows["start_position"][0], windows["end_position"][0]) == (3, 4)  # 地玄
@@ -162,13 +169,13 @@ def test_official_shapes_train_and_decode_as_the_baseline() -> None:
     assert (windows["start_position"][1], windows["end_position"][1]) == (5, 6)
     # A long answer's end stays near the passage's start: the label comes out reversed.
     passage = spans.tokenize_passage(context, tiny_tokenize)
-    assert spans.answer_pieces(passage, "天地玄黄宇", -1) == (2, 0)
+    assert passage.answer_pieces("天地玄黄宇", -1) == (2, 0)
     empty = [_question("blank", "谁", "天", start=0, context="")]
-    windows = spans.split_windows(empty, tiny_tokenize, SPECIAL, training=False, **SMALL)
+    windows = spans.split_windows(empty, WORDS, FRAME, training=False, **SMALL)
     start = np.zeros(windows["input_ids"].shape, np.float32)
     assert spans.predict_answers(empty, windows, start, start, VOCAB) == {"blank": "empty"}
     with pytest.raises(ValueError, match="question 'blank': answer '天'"):
-        spans.split_windows(empty, tiny_tokenize, SPECIAL, training=True, **SMALL)
+        spans.split_windows(empty, WORDS, FRAME, training=True, **SMALL)
 
 
 def _logits(windows, starts: dict[tuple[int, int], float], ends: dict[tuple[int, int], float]):
@@ -191,7 +198,7 @@ def _position(windows, w: int, token: str) -> int:
 
 def test_decoded_text_is_original_characters_not_wordpieces() -> None:
     passage = spans.tokenize_passage(CONTEXT, tiny_tokenize)
-    windows = spans.question_windows([IDS["谁"]], passage, SPECIAL, **SMALL)
+    windows = spans.question_windows([IDS["谁"]], passage, FRAME, **SMALL)
     harry, potter = _position(windows, 0, "harry"), _position(windows, 0, "potter")
     start, end = _logits(windows, {(0, harry): 5.0}, {(0, potter): 5.0})
     best = spans.nbest_answers(CONTEXT, windows, start, end, VOCAB)[0]
@@ -215,7 +222,7 @@ def test_decoded_text_is_original_characters_not_wordpieces() -> None:
 
 def test_only_max_context_starts_count() -> None:
     passage = spans.tokenize_passage(CONTEXT, tiny_tokenize)
-    windows = spans.question_windows([IDS["谁"]], passage, SPECIAL, **SMALL)
+    windows = spans.question_windows([IDS["谁"]], passage, FRAME, **SMALL)
     # A passage position of window 1 that window 1 does not score (it is also in window 0).
     position = next(
         p
@@ -234,7 +241,7 @@ def test_only_max_context_starts_count() -> None:
 
 def test_nbest_distinct_texts_in_score_order_and_length_limit() -> None:
     passage = spans.tokenize_passage(FILLER, tiny_tokenize)
-    windows = spans.question_windows([IDS["谁"]], passage, SPECIAL, max_length=64)
+    windows = spans.question_windows([IDS["谁"]], passage, FRAME, max_length=64)
     start = np.linspace(1, 0, 64, dtype=np.float32)[None]  # earlier positions score higher
     end = start.copy()
     # As the baseline, n_best also limits the start and end positions tried: the 8 best of
@@ -258,7 +265,7 @@ def test_nbest_distinct_texts_in_score_order_and_length_limit() -> None:
 
 def test_predict_answers_for_a_split() -> None:
     questions = [_question("a", "谁", "Harry Potter"), _question("b", "什么", "iPhone手机")]
-    windows = spans.split_windows(questions, tiny_tokenize, SPECIAL, training=True, **SMALL)
+    windows = spans.split_windows(questions, WORDS, FRAME, training=True, **SMALL)
     start = np.full(windows["input_ids"].shape, -10.0, np.float32)
     end = start.copy()
     for row in np.flatnonzero(windows["start_position"]):

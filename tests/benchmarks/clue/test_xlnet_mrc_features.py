@@ -105,10 +105,7 @@ def _question(context, answer, start, qid="Q0"):
 def test_cmrc2018_window_is_passage_sep_question_sep_cls_left_padded(vocab):
     context = "他在北京。 天安门广场在北京。"
     question = _question(context, "天安门广场", 6)
-    ids = SpecialIds(CLS, SEP, PAD)
-    windows = cmrc2018_xlnet.split_windows(
-        [question], vocab.pieces_with_offsets, ids, training=True, max_length=48
-    )
+    windows = layouts.XLNET.windows([question], vocab, training=True, max_length=48)
     passage, query = _ids(vocab, context), _ids(vocab, "北京在哪")
     sequence = [*passage, SEP, *query, SEP, CLS]
     pad = 48 - len(sequence)
@@ -132,10 +129,7 @@ def test_cmrc2018_answer_round_trip_over_windows_and_max_context(vocab):
     context = "他在北京。" * 6 + "天安门广场在北京。" + "我们去上海。" * 6
     answer_start = context.index("天安门")
     question = _question(context, "天安门广场", answer_start)
-    ids = SpecialIds(CLS, SEP, PAD)
-    windows = cmrc2018_xlnet.split_windows(
-        [question], vocab.pieces_with_offsets, ids, training=True, max_length=32, doc_stride=8
-    )
+    windows = layouts.XLNET.windows([question], vocab, training=True, max_length=32, doc_stride=8)
     assert len(windows["input_ids"]) > 3
     holding = np.flatnonzero(windows["start_position"] != 31)
     assert len(holding) >= 1  # the others point at <cls>, the last slot
@@ -158,10 +152,7 @@ def test_cmrc2018_answer_round_trip_over_windows_and_max_context(vocab):
 def test_cmrc2018_decoded_text_is_the_passages_characters_stripped(vocab):
     context = "Harry Potter 在 北京"
     question = _question(context, "Harry Potter", 0)
-    windows = cmrc2018_xlnet.split_windows(
-        [question], vocab.pieces_with_offsets, SpecialIds(CLS, SEP, PAD), training=True,
-        max_length=40,
-    )  # fmt: skip
+    windows = layouts.XLNET.windows([question], vocab, training=True, max_length=40)
     start, end = int(windows["start_position"][0]), int(windows["end_position"][0])
     first, last = windows["token_char_start"][0, start], windows["token_char_end"][0, end]
     assert context[first:last].strip() == "Harry Potter"  # the space kept, not "HarryPotter"
@@ -173,9 +164,6 @@ def test_cmrc2018_reversed_answer_points_every_window_at_cls(vocab):
     context = "在北京的天安门。"
     question = _question(context, "在北京的天安门", -1)
     passage = cmrc2018_xlnet.tokenize_passage(context, vocab.pieces_with_offsets)
-    assert cmrc2018_xlnet.answer_pieces(passage, "在北京的天安门", -1) is None
-    windows = cmrc2018_xlnet.split_windows(
-        [question], vocab.pieces_with_offsets, SpecialIds(CLS, SEP, PAD), training=True,
-        max_length=32,
-    )  # fmt: skip
+    assert passage.answer_pieces("在北京的天安门", -1) is None
+    windows = layouts.XLNET.windows([question], vocab, training=True, max_length=32)
     assert windows["start_position"].tolist() == windows["end_position"].tolist() == [31]
