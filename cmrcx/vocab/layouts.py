@@ -198,13 +198,15 @@ class _FramedLayout(Layout):
         for row, parts in enumerate(choices):
             seps = [[ids.sep_id]] * len(parts)
             segments = self._segments(parts, seps, ids, one_segment)
-            tokens = [token for part, _ in segments for token in part]
+            # Whole arrays, not token by token: CMRC 2018 frames every window here.
+            tokens = np.concatenate([np.asarray(part, np.int32) for part, _ in segments])
             if len(tokens) > max_length:
                 raise ValueError(f"{len(tokens)} tokens > max_length {max_length}")
             start = max_length - len(tokens) if self.pads_left else 0
             where = slice(start, start + len(tokens))
             input_ids[row, where] = tokens
-            token_type_ids[row, where] = [kind for part, kind in segments for _ in part]
+            kinds, sizes = zip(*[(kind, len(part)) for part, kind in segments], strict=True)
+            token_type_ids[row, where] = np.repeat(kinds, sizes)
             input_mask[row, where] = 1
         return input_ids, token_type_ids, input_mask
 
