@@ -314,8 +314,8 @@ def question_windows(
     max_query_tokens: int = MAX_QUERY_TOKENS,
     doc_stride: int = DOC_STRIDE,
 ) -> dict[str, np.ndarray]:
-    """All windows of one question over its passage ([PRE] the feature loop, [XL]'s too),
-    each framed by ``frame``.
+    """All windows of one question over its passage ([PRE] the feature loop; CLUE's XLNet
+    script's, `cmrc2018_xlnet`, is the same), each framed by ``frame``.
 
     Args:
       question_ids: the question's pieces (cut to ``max_query_tokens`` here).
@@ -334,7 +334,8 @@ def question_windows(
     """
     query = np.asarray(question_ids, np.int32)[:max_query_tokens]
     pieces, piece_start, piece_end = passage.piece_ids, passage.char_start, passage.char_end
-    # Room for the passage beside the question, a cls token and two separators ([PRE], [XL]).
+    # Room for the passage beside the question, a cls token and two separators ([PRE]; the
+    # XLNet script's alike).
     spans = doc_spans(len(pieces), max_length - len(query) - 3, doc_stride)
     scoring_span = max_context_windows(spans, len(pieces))
     out: dict[str, list] = {key: [] for key in WINDOW_FEATURES}
