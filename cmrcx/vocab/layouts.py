@@ -192,37 +192,34 @@ class _FramedLayout(Layout):
 [[1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]]]
         """
         shape = (len(choices) if rows is None else rows, max_length)
-        input_ids = np.full(shape, ids.pad_id, np.int32)
-        token_type_ids = np.full(shape, self.pad_type, np.int32)
-        input_mask = np.zeros(shape, np.int32)
+        rows_out = self._padding(ids, shape)
         for row, parts in enumerate(choices):
-            seps = [[ids.sep_id]] * len(parts)
-            segments = self._segments(parts, seps, ids, one_segment)
-            # Whole arrays, not token by token: CMRC 2018 frames every window here.
-            tokens = np.concatenate([np.asarray(part, np.int32) for part, _ in segments])
-            if len(tokens) > max_length:
-                raise ValueError(f"{len(tokens)} tokens > max_length {max_length}")
-            start = max_length - len(tokens) if self.pads_left else 0
-            where = slice(start, start + len(tokens))
-            input_ids[row, where] = tokens
-            kinds, sizes = zip(*[(kind, len(part)) for part, kind in segments], strict=True)
-            token_type_ids[row, where] = np.repeat(kinds, sizes)
-            input_mask[row, where] = 1
-        return input_ids, token_type_ids, input_mask
+            segments = self._segments(parts, [[ids.sep_id]] * len(parts), ids, one_segment)
+            self._fill(segments, max_length, *(array[row] for array in rows_out))
+        return rows_out
 
-    def _places(self, parts, ids: SpecialIds, max_length: int) -> tuple[list[int], int]:
-        """The first slot of each part in its `frame` (one row), and the cls token's."""
-        seps = [[ids.sep_id]] * len(parts)
-        segments = self._segments(parts, seps, ids, one_segment=False)
-        slot = max_length - sum(len(tokens) for tokens, _ in segments) if self.pads_left else 0
-        starts, cls_position = [], -1
-        for tokens, _ in segments:
-            if any(tokens is part for part in parts):
-                starts.append(slot)
-            elif tokens is not seps[0]:  # the frame's one token besides its separators
-                cls_position = slot
-            slot += len(tokens)
-        return starts, cls_position
+    def _padding(self, ids: SpecialIds, shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """input_ids, token_type_ids, input_mask of `shape`, all padding."""
+        return (
+            np.full(shape, ids.pad_id, np.int32),
+            np.full(shape, self.pad_type, np.int32),
+            np.zeros(shape, np.int32),
+        )
+
+    def _fill(self, segments, max_length: int, input_ids, token_type_ids, input_mask) -> int:
+        """Writes one row's segments into the three rows (padding around them on this
+        layout's side); returns the slot of its first token. Whole arrays, not token by
+        token: CMRC 2018 frames every window here."""
+        tokens = np.concatenate([np.asarray(part, np.int32) for part, _ in segments])
+        if len(tokens) > max_length:
+            raise ValueError(f"{len(tokens)} tokens > max_length {max_length}")
+        start = max_length - len(tokens) if self.pads_left else 0
+        where = slice(start, start + len(tokens))
+        input_ids[where] = tokens
+        kinds, sizes = zip(*[(kind, len(part)) for part, kind in segments], strict=True)
+        token_type_ids[where] = np.repeat(kinds, sizes)
+        input_mask[where] = 1
+        return start
 
     def window_frame(self, ids, question_ids, passage_ids, max_length):
         """The question and the passage pieces framed as one choice of `frame` (the
@@ -235,14 +232,21 @@ class _FramedLayout(Layout):
         >>> [a.tolist() for a in window[:3]], window[3:]
         ([[5, 8, 9, 4, 7, 4, 3], [3, 0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 1, 1, 1]], (1, 6))
         """
-        passage = 0 if self.passage_first else 1  # its index among the parts
-        parts = [question_ids]
-        parts.insert(passage, passage_ids)
-        (input_ids,), (token_type_ids,), (input_mask,) = self.frame(ids, [parts], max_length)
-        starts, cls_position = self._places(parts, ids, max_length)
-        return spans.FramedWindow(
-            input_ids, token_type_ids, input_mask, starts[passage], cls_position
-        )
+        parts = [passage_ids, question_ids] if self.passage_first else [question_ids, passage_ids]
+        seps = [[ids.sep_id]] * len(parts)
+        segments = self._segments(parts, seps, ids, one_segment=False)
+        rows = self._padding(ids, (max_length,))
+        slot = self._fill(segments, max_length, *rows)
+        # Where the passage and the cls token land: the segments are the parts and the
+        # separators themselves, and the one other token is the cls.
+        passage_start = cls_position = -1
+        for tokens, _ in segments:
+            if tokens is passage_ids:
+                passage_start = slot
+            elif tokens is not question_ids and tokens is not seps[0]:
+                cls_position = slot
+            slot += len(tokens)
+        return spans.FramedWindow(*rows, passage_start, cls_position)
 
     def _cmrc2018_tokenizer(self, vocabulary) -> spans.Cmrc2018Tokenizer:
         """The vocabulary's CMRC 2018 tokenization of questions and passages."""
