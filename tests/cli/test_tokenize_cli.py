@@ -1,4 +1,6 @@
-"""`python -m cmrcx.tokenize`, run in a subprocess as a user would run it."""
+"""`python -m cmrcx.tokenize`: in a subprocess as a user would run it where the process is
+what is checked (its locale, its quiet stderr), else in this process (TF is loaded
+already): `tests.support_cli.run_main`, or `main` itself."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from cmrcx.vocab import line_tokenizer
 from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
 from cmrcx.vocab.wordpiece import WordPieceVocabulary
 from tests.support import REPO_ROOT
+from tests.support_cli import run_main
 
 REPO = str(REPO_ROOT)
 TOKENS = [
@@ -97,10 +100,10 @@ def test_pieces_with_cmrc2019_passage(vocab_file: str) -> None:
     """`--pieces` prints token strings, UTF-8 unescaped; `--cmrc2019_passage` marks blanks
     and splits characters, as the authors' script does."""
     lines = "\n".join(LINES[:2]) + "\r\n"  # a Windows line ending too
-    out = _run("--vocab", vocab_file, "--pieces", "--cmrc2019_passage", stdin=lines)
-    assert out.returncode == 0, out.stderr.decode()[-3000:]
-    assert "他" in out.stdout.decode("utf-8")  # not \\u4ed6
-    assert _json_lines(out.stdout) == [
+    out = run_main("tokenize", "--vocab", vocab_file, "--pieces", "--cmrc2019_passage", stdin=lines)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "他" in out.stdout  # not \\u4ed6
+    assert _json_lines(out.stdout.encode("utf-8")) == [
         ["他", "[unused1]", "了", "。"],
         ["h", "e", "l", "l", "o", "，", "c", "a", "f", "e", "！"],
     ]
@@ -132,10 +135,10 @@ def test_no_lower_case(vocab_file: str, monkeypatch, capsysbinary) -> None:
 def test_missing_vocab_file(tmp_path: Path) -> None:
     """A missing vocabulary: `error: ...` naming it on stderr, status 2, nothing on stdout."""
     missing = str(tmp_path / "nowhere" / "vocab.txt")
-    out = _run("--vocab", missing, stdin="他\n")
+    out = run_main("tokenize", "--vocab", missing, stdin="他\n")
     assert out.returncode == 2
-    assert out.stdout == b""
-    assert out.stderr.decode().strip() == f"error: vocabulary file not found: {missing}"
+    assert out.stdout == ""
+    assert out.stderr.strip() == f"error: vocabulary file not found: {missing}"
 
 
 def test_blank_rewrite_is_the_pipelines(vocab: WordPieceVocabulary) -> None:

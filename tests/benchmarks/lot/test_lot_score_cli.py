@@ -10,6 +10,7 @@ import pytest
 from cmrcx import score
 from cmrcx.benchmarks import task_names
 from cmrcx.benchmarks.lot.understanding_metrics import accuracy
+from tests.support_cli import run_main
 
 OUTGEN_GOLD = [
     {
@@ -62,20 +63,20 @@ def test_the_papers_task_names_resolve(typed, registered):
     assert task_names.find(f"clue_{typed}") is None
 
 
-def test_clozet_labels_of_another_type_are_compared_as_strings_with_a_note(tmp_path, run_cli):
+def test_clozet_labels_of_another_type_are_compared_as_strings_with_a_note(tmp_path):
     gold = _jsonl(tmp_path / "gold.jsonl", [clozet(label) for label in ("0", "1", "1", "0")])
     pred = _jsonl(tmp_path / "pred.jsonl", [{"label": label} for label in (0, 1, "1", 1)])
-    run = run_cli("score", "ClozeT", gold, pred)
+    run = run_main("score", "ClozeT", gold, pred)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == {"accuracy": 0.75, "correct": 3, "total": 4}
     assert run.stderr.count("\n") == 1
     assert "note: 3 of 4 labels in" in run.stderr and "compared as strings" in run.stderr
 
 
-def test_a_line_count_mismatch_is_the_official_wrong_predictions(tmp_path, run_cli):
+def test_a_line_count_mismatch_is_the_official_wrong_predictions(tmp_path):
     gold = _jsonl(tmp_path / "gold.jsonl", [senpos(1), senpos(2), senpos(3)])
     pred = _jsonl(tmp_path / "pred.jsonl", [{"label": 1}, {"label": 2}])
-    run = run_cli("score", "senpos", gold, pred)
+    run = run_main("score", "senpos", gold, pred)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.startswith("error: Wrong Predictions")
     assert "pred.jsonl has 2 lines but" in run.stderr and "gold.jsonl has 3" in run.stderr
@@ -165,10 +166,10 @@ def test_gold_files_training_refuses_are_refused(
     assert err.startswith(f"error: {gold}: line 1: {message}")
 
 
-def test_a_test_file_as_gold_exits_2_with_one_line(tmp_path, run_cli):
+def test_a_test_file_as_gold_exits_2_with_one_line(tmp_path):
     gold = _jsonl(tmp_path / "gold.jsonl", OUTGEN_TEST)
     pred = _jsonl(tmp_path / "pred.jsonl", OUTGEN_GOLD)
-    run = run_cli("score", "lot_outgen", gold, pred)
+    run = run_main("score", "lot_outgen", gold, pred)
     assert (run.returncode, run.stdout) == (2, "")
     assert (
         run.stderr == f"error: {gold}: line 1: field 'story': is empty (a train or val "
