@@ -1,5 +1,6 @@
 """`python -m cmrcx.check_reproduction`: the table and --json of a tiny CLUE run from a
-PRETRAINED export made here, the one-line error of a gin without a recipe, --help."""
+PRETRAINED export made here, the one-line error of a gin without a recipe (in this
+process), --help (in a child, as a user runs it)."""
 
 import json
 
@@ -16,6 +17,7 @@ from cmrcx import check_reproduction  # noqa: E402
 from cmrcx.cli import launch  # noqa: E402
 from cmrcx.models.bert import BertEncoder  # noqa: E402
 from cmrcx.weights import exports  # noqa: E402
+from tests.support_cli import run_main  # noqa: E402
 
 
 @pytest.fixture
@@ -65,8 +67,8 @@ def test_table_and_json(tmp_path, pretrained, capsys):
     )
 
 
-def test_a_gin_without_a_recipe_says_which_have_one(run_cli):
-    result = run_cli("check_reproduction", "--gin_file=longlm_pretrain_tiny.gin", "--steps=2")
+def test_a_gin_without_a_recipe_says_which_have_one():
+    result = run_main("check_reproduction", "--gin_file=longlm_pretrain_tiny.gin", "--steps=2")
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: no reference recipe for longlm_pretrain yet: check_reproduction "
