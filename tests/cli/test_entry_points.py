@@ -1,7 +1,10 @@
 """The command lines, as a user runs them: train, eval, export, score; clear errors.
 
-Each command runs in its own process, like a real run. The in-process smoke runs
-of every paper config are in test_paper_configs.py.
+The tiny run trains, is evaluated and is exported in child processes, as a user runs
+them (the training's quiet start is checked); the other commands (the score, the second
+export and training, the errors) run in this process (`tests.support_cli`): the same
+code, without a child's seconds of imports. The in-process smoke runs of every
+paper config are in test_paper_configs.py.
 """
 
 import json
@@ -14,17 +17,18 @@ import pytest
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 from cmrcx.common.paths import package_path
 from cmrcx.weights import exports
+from tests.support_cli import run_main
 
 SAMPLE_DEV = package_path("data/cmrc2019_sample/cmrc2019_dev.json")
 
 
-def cmrcx(module, *args, check=True):
-    out = subprocess.run(
-        [sys.executable, "-m", f"cmrcx.{module}", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+def cmrcx(module, *args, check=True, child=False):
+    """`python -m cmrcx.<module> ARGS`: in this process, or with child=True in its own."""
+    if child:
+        command = [sys.executable, "-m", f"cmrcx.{module}", *args]
+        out = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    else:
+        out = run_main(module, *args)
     if check:
         assert out.returncode == 0, out.stderr[-4000:]
     return out
@@ -47,6 +51,7 @@ def tiny_run(tmp_path_factory):
         f"--gin.MODEL_DIR='{model_dir}'",
         "--gin.RunConfig.num_train_steps=2",
         "--gin.RunConfig.log_every=1",
+        child=True,
     )
     TRAIN_STDERR["tiny"] = out.stderr
     return model_dir, last_json(out.stdout)
@@ -80,7 +85,8 @@ def test_train_writes_checkpoint_predictions_metrics_events(tiny_run):
 
 def test_eval_restores_and_score_cli_agrees(tiny_run):
     model_dir, metrics = tiny_run
-    out = cmrcx("eval", "--gin_file=cmrc2019_tiny.gin", f"--gin.MODEL_DIR='{model_dir}'")
+    gins = ["--gin_file=cmrc2019_tiny.gin", f"--gin.MODEL_DIR='{model_dir}'"]
+    out = cmrcx("eval", *gins, child=True)
     evaluated = last_json(out.stdout)
     assert evaluated["step"] == 2
     for key, value in metrics.items():
@@ -100,6 +106,7 @@ def test_export_then_fine_tune_from_it(tiny_run, tmp_path):
         "--gin_file=cmrc2019_tiny.gin",
         f"--gin.MODEL_DIR='{model_dir}'",
         f"--out={export_dir}",
+        child=True,
     )
     assert sorted(os.listdir(export_dir)) == ["model_config.json", "params", "vocab.txt"]
     with open(os.path.join(export_dir, "model_config.json")) as f:
@@ -216,7 +223,7 @@ def test_six_devices_released_script_optimizer_then_eval_on_one(tmp_path):
     # 182 blanks in the bundled training sample, 10 epochs: t_total = int(182 / 6 * 10) = 303.
     assert "182 training blanks x 10.0 epochs / batch 6 = 303 (t_total)" in out.stdout
     trained = last_json(out.stdout)
-    evaluated = last_json(cmrcx("eval", *gins).stdout)
+    evaluated = last_json(cmrcx("eval", *gins, child=True).stdout)
     assert trained["step"] == evaluated["step"] == 2
     for key, value in trained.items():
         if "/" in key:
