@@ -51,12 +51,14 @@ def _write_vocab(path: Path, tokens: list[str] = TOKENS) -> str:
     return str(path)
 
 
-@pytest.fixture
-def vocab_file(tmp_path: Path) -> str:
-    return _write_vocab(tmp_path / "vocab.txt")
+# One file and one vocabulary for the module: its TF table and traced encoder are built
+# once (a test that needs a fresh vocabulary makes its own).
+@pytest.fixture(scope="module")
+def vocab_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _write_vocab(tmp_path_factory.mktemp("wordpiece") / "vocab.txt")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def vocab(vocab_file: str) -> WordPieceVocabulary:
     return WordPieceVocabulary(vocab_file)
 
