@@ -77,6 +77,24 @@ EXAMPLES = {
 }  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def wordpiece(tiny_vocab):
+    """The repository's tiny WordPiece vocabulary, one for the module (its encoder traced
+    once)."""
+    from cmrcx.vocab.wordpiece import WordPieceVocabulary
+
+    return WordPieceVocabulary(tiny_vocab)
+
+
+@pytest.fixture(scope="module")
+def sentencepiece():
+    """The repository's tiny SentencePiece model (T5's layout, 400 pieces), one for the
+    module."""
+    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
+
+    return T5SentencePieceVocabulary(package_path("data/longlm_tiny/spiece.model"))
+
+
 @pytest.mark.parametrize("layout", list(EXAMPLES))
 def test_docstring_examples(layout):
     function, ids = LAYOUTS[layout]
@@ -187,17 +205,12 @@ def check_long_senpos(example, tokens, ids):
             assert kept == segment[:head] + segment[len(segment) - (len(kept) - head) :]
 
 
-def test_long_stories_with_the_real_vocabularies(tiny_vocab):
+def test_long_stories_with_the_real_vocabularies(wordpiece, sentencepiece):
     """The tiny WordPiece and SentencePiece vocabularies of the repository, stories of
     over 1,000 characters: 512 tokens, every marker kept."""
-    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-    from cmrcx.vocab.wordpiece import WordPieceVocabulary
-
     story = "从前有一只小狐狸，它住在森林里。" * 40
     clozet = ClozeTRecord(1, story + "<mask>" + story, ("它很高兴。", "它哭了。"), 0, {})
     senpos = SenPosRecord(2, "<mask>".join([story] * 4), "小狐狸回家了。", 2, {})
-    wordpiece = WordPieceVocabulary(tiny_vocab)
-    sentencepiece = T5SentencePieceVocabulary(package_path("data/longlm_tiny/spiece.model"))
     for vocabulary, ids in (
         (wordpiece, layouts.BERT.special_ids(wordpiece)),
         (sentencepiece, layouts.T5.special_ids(sentencepiece)),
@@ -244,38 +257,30 @@ def max_id(ids) -> int:
     return max(ids.eos_id, ids.sep_id, ids.mask_id, *ids.sentinels)
 
 
-def test_sentencepiece_ids_from_the_vocabulary():
+def test_sentencepiece_ids_from_the_vocabulary(sentencepiece):
     # Chinese XLNet's layout, LongLM's: <sep> 4 and <mask> 6 are pieces.
     xlnet = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "的"]
     ids = layouts.T5.special_ids(FakeSentencePiece(xlnet))
     assert (ids.eos_id, ids.sep_id, ids.mask_id, ids.pad_id, ids.cls_id) == (2, 4, 6, 5, None)
     assert ids.sentinels[0] == 108 and ids.sentinels[1] == 107 and max_id(ids) == 108
     # The repository's tiny model (T5's layout, 400 pieces): appended after the 500 ids.
-    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-
-    tiny = T5SentencePieceVocabulary(package_path("data/longlm_tiny/spiece.model"))
-    ids = layouts.T5.special_ids(tiny)
+    ids = layouts.T5.special_ids(sentencepiece)
     want = (1, 500, 501, 498, 501)
     assert (ids.eos_id, ids.sep_id, ids.mask_id, ids.sentinels[1], max_id(ids)) == want
 
 
-def test_layouts_tokenize_as_the_whole_text(tiny_vocab):
+def test_layouts_tokenize_as_the_whole_text(wordpiece, sentencepiece):
     """The story tokenized piece by piece between the markers gives the ids of the whole
     text with the markers written in it: WordPiece keeps `[unusedN]` whole; T5Tokenizer
     (so the authors' source) cuts at each sentinel and encodes the stretches alone."""
-    from cmrcx.vocab.sentencepiece import T5SentencePieceVocabulary
-    from cmrcx.vocab.wordpiece import WordPieceVocabulary
-
     left, right = "一只猫望着窗外飞翔的鸟儿。", "鸟儿一进来，猫就关上了门。"
     record = ClozeTRecord(1, f"{left}<mask>{right}", ("可是没有鸟儿来。", "有些鸟儿来了。"), 1, {})
-    wordpiece = WordPieceVocabulary(tiny_vocab)
     ids = layouts.BERT.special_ids(wordpiece)
     example = understanding.clozet_wordpiece(record, wordpiece.encode, ids, 512)
     plot0, plot1 = record.candidates
     whole = wordpiece.encode(f"{left}[unused1]{right}")
     tail = wordpiece.encode(f"{plot0}[unused2]{plot1}[unused2]")
     assert list(example["input_ids"]) == [ids.cls_id, *whole, ids.sep_id, *tail, ids.sep_id]
-    sentencepiece = T5SentencePieceVocabulary(package_path("data/longlm_tiny/spiece.model"))
     ids = layouts.T5.special_ids(sentencepiece)
     example = understanding.clozet_longlm_authors(record, sentencepiece.encode, ids, 512)
     head = sentencepiece.encode(f"{plot0}<extra_id_1>{plot1}<extra_id_2>{left}")
