@@ -184,8 +184,16 @@ def tasks(data_dir: Path, cache_dir: str):
 
 
 @pytest.fixture(scope="module")
-def train_examples(tasks) -> list[dict[str, np.ndarray]]:
-    return _as_numpy(tasks[0], "train")
+def train_split(tasks):
+    """The training task's train split, built once (its preprocessors traced once)."""
+    return seqio.get_mixture_or_task(tasks[0]).get_dataset(
+        sequence_length=None, split="train", shuffle=False
+    )
+
+
+@pytest.fixture(scope="module")
+def train_examples(train_split) -> list[dict[str, np.ndarray]]:
+    return list(train_split.as_numpy_iterator())
 
 
 @pytest.fixture(scope="module")
@@ -459,12 +467,9 @@ def test_training_dataset(train_examples, vocab: WordPieceVocabulary) -> None:
     assert total_windows > len(TRAIN)
 
 
-def test_training_dataset_element_spec(tasks) -> None:
+def test_training_dataset_element_spec(train_split) -> None:
     """The training task's features have fixed shapes: [max_length] and [max_blanks]."""
-    dataset = seqio.get_mixture_or_task(tasks[0]).get_dataset(
-        sequence_length=None, split="train", shuffle=False
-    )
-    spec = dataset.element_spec
+    spec = train_split.element_spec
     for key in ("input_ids", "token_type_ids", "input_mask"):
         assert spec[key].shape.as_list() == [MAX_LENGTH], key
     for key in ("blank_positions", "blank_in_window", "blank_is_max_context"):
