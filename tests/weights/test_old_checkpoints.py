@@ -76,7 +76,7 @@ def test_a_training_checkpoint_of_the_old_code_restores_with_the_same_logits(tmp
     runner = Runner(_saved_run(tmp_path), for_training=False)
     step, state = runner.restore()  # the whole TrainState: parameters and AdamW moments
     assert step == _expected()["run_step"] == int(state.step)
-    logits = runner.model.score_batch(state.params, make_fixture.bert_batch())
+    logits = jax.jit(runner.model.score_batch)(state.params, make_fixture.bert_batch())
     np.testing.assert_allclose(logits, _expected()["run_logits"], rtol=1e-6, atol=1e-9)
 
 
@@ -86,7 +86,7 @@ def test_an_export_of_the_old_code_loads_as_a_model_and_as_pretrained(tmp_path):
     params = exports.load_params(export_dir, None)
     assert set(params) == {"bert", "classifier"}
     model = ClassificationModel(registry.network(config, "classification", num_classes=2), 16)
-    logits = model.score_batch(params, make_fixture.bert_batch())
+    logits = jax.jit(model.score_batch)(params, make_fixture.bert_batch())
     np.testing.assert_allclose(logits, _expected()["export_logits"], rtol=1e-6, atol=1e-9)
 
     run = _saved_run(tmp_path, pretrained=export_dir, model_dir=str(tmp_path / "fresh"))
@@ -100,7 +100,8 @@ def test_a_t5_conversion_of_the_old_code_loads_with_the_same_logits():
     config = exports.read_model_config(export_dir)  # "family": "t5"
     assert isinstance(config, T5Config)
     params = exports.load_params(export_dir, None)["t5"]
-    logits = T5ForConditionalGeneration(config).apply({"params": params}, **make_fixture.t5_batch())
+    apply = jax.jit(T5ForConditionalGeneration(config).apply)  # one compile, not one per op
+    logits = apply({"params": params}, **make_fixture.t5_batch())
     np.testing.assert_allclose(logits, _expected()["t5_logits"], rtol=1e-5, atol=1e-6)
 
 
