@@ -65,10 +65,30 @@ def test_default_config_is_bert_base_chinese():
     assert embeddings["token_type_embeddings"]["embedding"].shape == (2, 768)
 
 
+# These tests check semantics, not codegen: XLA's optimisation level 0 compiles faster.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+
+class Jitted:
+    """A ClozeModel's init, score_batch and loss_fn, each jitted once (one compile each, not
+    one per op) for the tests of this module that share it."""
+
+    def __init__(self, config: BertConfig):
+        model = ClozeModel(registry.network(config, "cloze"))
+
+        def jit(fn):
+            return jax.jit(fn, compiler_options=FAST_COMPILE)
+
+        self.params = meta.unbox(jit(model.init)(jax.random.key(1), make_batch())["params"])
+        self.score_batch = jit(model.score_batch)
+        self.loss_fn = jit(model.loss_fn)
+        self.loss_grad = jit(jax.grad(lambda p, batch: model.loss_fn(p, batch, None)[0]))
+
+
 @pytest.fixture(scope="module")
 def tiny():
-    model = ClozeModel(registry.network(TINY, "cloze"))
-    return model, meta.unbox(model.init(jax.random.key(1), make_batch())["params"])
+    model = Jitted(TINY)
+    return model, model.params
 
 
 def test_loss_is_cross_entropy_over_the_windows_blanks_only(tiny):
@@ -99,9 +119,8 @@ def test_padding_tokens_do_not_change_scores(tiny):
 
 
 def test_dropout_is_active_only_with_an_rng():
-    dropout = BertConfig(**{**TINY.__dict__, "hidden_dropout": 0.5})
-    model = ClozeModel(registry.network(dropout, "cloze"))
-    params = meta.unbox(model.init(jax.random.key(1), make_batch())["params"])
+    model = Jitted(BertConfig(**{**TINY.__dict__, "hidden_dropout": 0.5}))
+    params = model.params
     batch = make_batch()
     a, _ = model.loss_fn(params, batch, jax.random.key(0))
     b, _ = model.loss_fn(params, batch, jax.random.key(1))
@@ -117,7 +136,7 @@ def test_the_cloze_heads_bias_has_no_gradient(tiny):
     reference_parity/README.md), while the head's kernel gets a real gradient."""
     model, params = tiny
     batch = make_batch()
-    grads = jax.grad(lambda p: model.loss_fn(p, batch, None)[0])(params)["cloze_head"]
+    grads = model.loss_grad(params, batch)["cloze_head"]
     assert np.abs(np.asarray(grads["bias"])).max() <= 1e-6
     assert np.abs(np.asarray(grads["kernel"])).max() > 1e-3
     shifted = jax.tree.map(lambda x: x, params)
