@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import math
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from cmrcx.benchmarks.cmrc2019.official_format import read_passages
 from cmrcx.cpu import hugepages
 from tests.support import REPO_ROOT
+from tests.tools.bench_support import bench_in_process, run_bench
 
 TOOLS = REPO_ROOT / "tools"
 # 2 layers, hidden 64, 512-token vocabulary, 64-token windows: seconds per side.
@@ -36,18 +36,6 @@ sys.path.insert(0, str(TOOLS))  # benchkit, as tools/bench.py imports it
 from benchkit import bert, cli, families, gpt2, harness, t5  # noqa: E402
 
 corpus = _load("make_cmrc2019_corpus")
-
-
-def run_bench(*args: str) -> dict:
-    """`bench.py ARGS --json` in a subprocess; its JSON report."""
-    proc = subprocess.run(
-        [sys.executable, str(TOOLS / "bench.py"), *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)  # stdout is exactly one JSON object
 
 
 def test_forward_flops_of_bert_base():
@@ -259,7 +247,7 @@ def test_cmrcx_children_run_as_the_user_command_does(monkeypatch):
 
 
 def test_input_pipeline_rate():
-    report = run_bench("input", "--passages", "30", "--train_step_seconds", "2.0")
+    report = bench_in_process("input", "--passages", "30", "--train_step_seconds", "2.0")
     assert report["windows"] > 30
     assert report["tfds_build_seconds"] > 0
     assert report["windows_per_second"] > 0
@@ -410,8 +398,9 @@ def test_gpt2_commands_compare_both_sides(command):
 
 
 def test_layerops_times_each_op_on_both_sides():
-    report = run_bench("layerops", "--batch", "1", "--seq", "16", "--hidden", "32", "--heads", "2",
-                       "--intermediate", "64", "--rounds", "1", "--steps", "2")  # fmt: skip
+    report = bench_in_process("layerops", "--batch", "1", "--seq", "16", "--hidden", "32",
+                              "--heads", "2", "--intermediate", "64", "--rounds", "1",
+                              "--steps", "2")  # fmt: skip
     cmrcx, torch = report["milliseconds"]["cmrcx"], report["milliseconds"]["torch"]
     assert set(cmrcx) - set(torch) == {"attention by head (inference)"}
     assert set(torch) - set(cmrcx) == {"sdpa (fused scores + softmax + context)"}
@@ -428,7 +417,7 @@ def test_layerops_times_each_op_on_both_sides():
 
 
 def test_refault_times_each_pause():
-    report = run_bench("refault", "--gib", "0.01", "--pauses", "0,0.1", "--rounds", "2")
+    report = bench_in_process("refault", "--gib", "0.01", "--pauses", "0,0.1", "--rounds", "2")
     assert [row["pause_seconds"] for row in report["rows"]] == [0.0, 0.1]
     for row in report["rows"]:
         assert len(row["system_seconds_each"]) == 2
@@ -492,7 +481,7 @@ def test_input_feed_flops_are_bert_base_without_its_head():
 
 
 def test_input_feed_reads_a_tiny_gins_batches():
-    report = run_bench(
+    report = bench_in_process(
         "input", "--gin_file=clue_afqmc_tiny.gin", "--rows", "300", "--seconds", "0.1",
         "--paced_steps", "2", "--prefetch", "3", "--rounds", "2",
     )  # fmt: skip
