@@ -4,13 +4,13 @@ run `cmrcx.train` builds (tiny gin files here; the paper ones only by hand: docs
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
 from cmrcx.training import memory_check
 from tests.support import REPO_ROOT
+from tests.tools.bench_support import bench_in_process
 
 TOOLS = REPO_ROOT / "tools"
 sys.path.insert(0, str(TOOLS))
@@ -18,14 +18,10 @@ from benchkit import memcheck  # noqa: E402
 
 
 def test_memcheck_reports_what_a_run_of_each_gin_file_compiles():
-    # A BERT cloze task on synthetic files and a T5 generation task on the LOT sample.
-    proc = subprocess.run(
-        [sys.executable, str(TOOLS / "bench.py"), "memcheck", "--json",
-         "--gin_files", "cmrc2019_tiny.gin,lot_outgen_tiny.gin"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = json.loads(proc.stdout)["rows"]
+    # A BERT cloze task on synthetic files and a T5 generation task on the LOT sample, each
+    # gin file in its child process (harness.spawn_code) as bench.py memcheck runs them.
+    report = bench_in_process("memcheck", "--gin_files", "cmrc2019_tiny.gin,lot_outgen_tiny.gin")
+    rows = report["rows"]
     assert [(row["gin_file"], row["task"], row["model"]) for row in rows] == [
         ("cmrc2019_tiny.gin", "cmrc2019", "BertConfig"),
         ("lot_outgen_tiny.gin", "lot_outgen", "T5Config"),
