@@ -17,6 +17,15 @@ from cmrcx.training.run_config import RunConfig
 from tests.training.test_preemption import flags, runner_for
 
 GIB = 2**30
+# One step count for the tiny AFQMC runs that train at length 32: the learning-rate
+# schedule is part of the compiled step, so they share one program (the compile cache
+# serves it) and one prepared TFDS cache (`afqmc_tfds`).
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def afqmc_tfds(tmp_path_factory):
+    return tmp_path_factory.mktemp("tfds")
 
 
 def write(path, text):
@@ -196,12 +205,12 @@ def test_the_advice_is_the_fewest_micro_batches_whose_compiled_step_fits(capsys)
 LENGTH_128 = "--gin.RunConfig.max_length=128"
 
 
-def test_a_run_stops_before_its_state_exists_and_the_advice_runs(tmp_path, monkeypatch):
+def test_a_run_stops_before_its_state_exists_and_the_advice_runs(tmp_path, monkeypatch, afqmc_tfds):
     """On a host sized between the step's figure at 1 and at 2 micro-batches, the run
     stops and names grad_accum_steps=2, and the run with it trains. Length 128, where
     the activations outweigh the state: 2 micro-batches need 0.65x of 1 (at length 32,
     0.87x: too close to the 0.9 margin for every CPU's compiler)."""
-    argv = [*flags(tmp_path / "run", tmp_path / "tfds", steps=1), LENGTH_128]
+    argv = [*flags(tmp_path / "run", afqmc_tfds, steps=1), LENGTH_128]
     runner = runner_for(argv)
     one = memory_check.step_bytes(runner.trainer.compile_train_step())["total"]
     two = memory_check.step_bytes(runner.trainer.with_grad_accum_steps(2).compile_train_step())
@@ -219,13 +228,13 @@ def test_a_run_stops_before_its_state_exists_and_the_advice_runs(tmp_path, monke
     assert int(state.step) == 1
 
 
-def test_a_finished_run_is_not_compiled_or_checked_again(tmp_path, monkeypatch, capsys):
-    argv = flags(tmp_path / "run", tmp_path / "tfds", steps=1)
+def test_a_finished_run_is_not_compiled_or_checked_again(tmp_path, monkeypatch, capsys, afqmc_tfds):
+    argv = flags(tmp_path / "run", afqmc_tfds, steps=STEPS)
     runner_for(argv).train()
     capsys.readouterr()
     monkeypatch.setattr(memory_check, "available_host_bytes", lambda: (1024, "a test"))
     state, _ = runner_for(argv).train()  # e.g. a rerun after a kill in the final evaluation
-    assert int(state.step) == 1
+    assert int(state.step) == STEPS
     assert "compiling the training step" not in capsys.readouterr().out
 
 
@@ -251,11 +260,11 @@ def xla_compilations():
 
 
 def test_the_step_compiles_once_before_the_first_step_which_reuses_it(
-    tmp_path, capsys, xla_compilations
+    tmp_path, capsys, xla_compilations, afqmc_tfds
 ):
-    runner = runner_for(flags(tmp_path / "run", tmp_path / "tfds", steps=2))
+    runner = runner_for(flags(tmp_path / "run", afqmc_tfds, steps=STEPS))
     state, _ = runner.train()
-    assert int(state.step) == 2
+    assert int(state.step) == STEPS
     assert xla_compilations.count("jit(_train_step_fn)") == 1
     out = capsys.readouterr().out
     before, after = out.index("compiling the training step"), out.index("training step compiled")
@@ -269,13 +278,13 @@ def test_the_step_compiles_once_before_the_first_step_which_reuses_it(
     assert 0 < needed["state"] < needed["total"]
 
 
-def test_hosts_agree_a_host_that_fits_stops_when_another_cannot(tmp_path, monkeypatch):
+def test_hosts_agree_a_host_that_fits_stops_when_another_cannot(tmp_path, monkeypatch, afqmc_tfds):
     """Every host gathers every host's verdict (test_multihost runs the real collective
     with both fitting); here the other host's is 0, so this one stops too instead of
     waiting in the first collective for a host that has left."""
     from jax.experimental import multihost_utils
 
-    runner = runner_for(flags(tmp_path / "run", tmp_path / "tfds", steps=1))
+    runner = runner_for(flags(tmp_path / "run", afqmc_tfds, steps=STEPS))
     monkeypatch.setattr(memory_check.jax, "process_count", lambda: 2)
     gathered = []
 
@@ -292,12 +301,12 @@ def test_hosts_agree_a_host_that_fits_stops_when_another_cannot(tmp_path, monkey
     assert gathered[1:] == [1]
 
 
-def test_processes_of_one_run_on_one_host_share_its_memory(tmp_path, monkeypatch):
+def test_processes_of_one_run_on_one_host_share_its_memory(tmp_path, monkeypatch, afqmc_tfds):
     """Two processes on one machine each need the step's memory: a step that fits the host
     once stops when the host runs it twice, and the message says why."""
     from jax.experimental import multihost_utils
 
-    runner = runner_for(flags(tmp_path / "run", tmp_path / "tfds", steps=1))
+    runner = runner_for(flags(tmp_path / "run", afqmc_tfds, steps=STEPS))
     compiled = runner.trainer.compile_train_step()
     needed = memory_check.step_bytes(compiled)["total"]
     whole = int(1.5 * memory_check.HEADROOM * needed)  # fits one process, not two
@@ -319,13 +328,13 @@ def test_processes_of_one_run_on_one_host_share_its_memory(tmp_path, monkeypatch
     assert memory_check.share_of_host((whole, "a test")) == (whole, "a test")
 
 
-def test_the_cli_prints_the_message_as_one_error_line(tmp_path, monkeypatch, capsys):
+def test_the_cli_prints_the_message_as_one_error_line(tmp_path, monkeypatch, capsys, afqmc_tfds):
     from cmrcx import train
     from cmrcx.cli import launch
 
     monkeypatch.setattr(memory_check, "available_host_bytes", lambda: (1024, "a test"))
     with pytest.raises(SystemExit) as info:
-        launch.main_guard(train.main, flags(tmp_path / "run", tmp_path / "tfds", steps=1))
+        launch.main_guard(train.main, flags(tmp_path / "run", afqmc_tfds, steps=STEPS))
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1].startswith("error: the training step needs about ")
