@@ -40,11 +40,27 @@ def base_run(tmp_path_factory):
     )
 
 
-def test_resume_continues_the_exact_trajectory(base_run, tmp_path):
+@pytest.fixture(scope="module")
+def whole_run(base_run, tmp_path_factory):
+    """The uninterrupted run, trained once for the module: (its runner, its losses). It
+    reads its batches in the loop, saves every 2 steps and keeps the newest 2 checkpoints
+    (saving changes no step's loss)."""
+    whole = dataclasses.replace(
+        base_run,
+        model_dir=str(tmp_path_factory.mktemp("whole")),
+        prefetch_batches=0,
+        save_every=2,
+        keep_checkpoints=2,
+    )
+    runner = Runner(whole)
+    _, losses = runner.train()
+    return runner, losses
+
+
+def test_resume_continues_the_exact_trajectory(base_run, whole_run, tmp_path):
     """The uninterrupted run reads its batches in the loop; the stopped and resumed one
     reads 3 ahead (RunConfig.prefetch_batches), dropping those read past step 3."""
-    whole = dataclasses.replace(base_run, model_dir=str(tmp_path / "whole"), prefetch_batches=0)
-    _, losses_whole = Runner(whole).train()
+    _, losses_whole = whole_run
 
     split = dataclasses.replace(base_run, model_dir=str(tmp_path / "split"), prefetch_batches=3)
     _, first = Runner(split).train(stop_at=3)
@@ -61,10 +77,6 @@ def test_resume_continues_the_exact_trajectory(base_run, tmp_path):
     assert len({round(x, 6) for _, x in losses_whole}) > 4
 
 
-def test_keeps_the_newest_checkpoints(base_run, tmp_path):
-    run = dataclasses.replace(
-        base_run, model_dir=str(tmp_path / "keep"), save_every=2, keep_checkpoints=2
-    )
-    runner = Runner(run)
-    runner.train()
+def test_keeps_the_newest_checkpoints(whole_run):
+    runner, _ = whole_run  # save_every 2, keep_checkpoints 2, 8 steps
     assert sorted(runner.checkpoints.manager.all_steps()) == [6, 8]
