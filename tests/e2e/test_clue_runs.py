@@ -120,15 +120,33 @@ def tiny_run(model_dir, tfds_cache, *extra, experiment="clue_afqmc_tiny.gin"):
     return launch.run_config_from_gin()
 
 
-def test_tiny_run_trains_evaluates_restores_and_submits(tmp_path, tfds_cache):
-    run = tiny_run(tmp_path / "afqmc", tfds_cache)
+@pytest.fixture(scope="module")
+def afqmc_run(tmp_path_factory, tfds_cache):
+    """The tiny AFQMC run, trained once for the module: (run, its runner, the trained state,
+    the logged losses, a copy of its MODEL_DIR as training left it). The tests that need a
+    trained MODEL_DIR of their own copy that one (`trained_model_dir`)."""
+    root = tmp_path_factory.mktemp("afqmc_run")
+    run = tiny_run(root / "afqmc", tfds_cache)
     runner = Runner(run)
     state, losses = runner.train()
+    shutil.copytree(root / "afqmc", root / "as_trained")
+    return run, runner, state, losses, root / "as_trained"
+
+
+def trained_model_dir(afqmc_run, model_dir):
+    """A copy at `model_dir` of the module's trained AFQMC MODEL_DIR (the tiny run's)."""
+    shutil.copytree(afqmc_run[-1], model_dir)
+    return model_dir
+
+
+def test_tiny_run_trains_evaluates_restores_and_submits(afqmc_run):
+    run, runner, state, losses, _ = afqmc_run
+    model_dir = run.model_dir
     assert [step for step, _ in losses] == [1, 3]  # step 1: orbax's first save, logged
     assert all(np.isfinite(loss) for _, loss in losses)
     trained = runner.evaluate(state, 3)
     assert set(trained) == {"accuracy"} and 0 <= trained["accuracy"] <= 100
-    predictions = tmp_path / "afqmc" / "predictions" / "clue_afqmc_tiny_validation.json"
+    predictions = f"{model_dir}/predictions/clue_afqmc_tiny_validation.json"
     lines = read_submission("clue_afqmc", predictions)
     assert [line.id for line in lines] == list(range(16))
     gold = [json.loads(x)["label"] for x in open(f"{SAMPLE}/dev.json", encoding="utf-8")]
@@ -139,7 +157,7 @@ def test_tiny_run_trains_evaluates_restores_and_submits(tmp_path, tfds_cache):
     step, restored = restored_runner.restore()
     assert step == 3 and restored_runner.evaluate(restored, step) == pytest.approx(trained)
     assert restored_runner.evaluate(restored, step, "test") == {}
-    submission = tmp_path / "afqmc" / "submission" / "afqmc_predict.json"
+    submission = f"{model_dir}/submission/afqmc_predict.json"
     assert len(read_submission("clue_afqmc", submission)) == 16
 
 
@@ -151,8 +169,8 @@ def test_experiment_gin_with_tiny_overlay(tmp_path, tfds_cache):
     assert [step for step, _ in losses] == [1, 3]  # step 1: orbax's first save, logged
 
 
-def test_a_model_dir_refuses_another_geometry_or_task(tmp_path, tfds_cache):
-    Runner(tiny_run(tmp_path / "run", tfds_cache)).train()
+def test_a_model_dir_refuses_another_geometry_or_task(tmp_path, tfds_cache, afqmc_run):
+    trained_model_dir(afqmc_run, tmp_path / "run")  # the tiny run's, trained
     other = tiny_run(tmp_path / "run", tfds_cache, "cmrcx.BertConfig.hidden_size = 64")
     with pytest.raises(ConfigError, match=r"RunConfig.model.hidden_size=.*this run has"):
         Runner(other)
@@ -163,9 +181,9 @@ def test_a_model_dir_refuses_another_geometry_or_task(tmp_path, tfds_cache):
     Runner(tiny_run(tmp_path / "run", tfds_cache, "cmrcx.BertConfig.remat_policy = 'full'"))
 
 
-def test_mixture_evaluation_table_json_and_zip(tmp_path, tfds_cache, capsys):
+def test_mixture_evaluation_table_json_and_zip(tmp_path, afqmc_run, capsys):
     runs_root = tmp_path / "runs"
-    Runner(tiny_run(runs_root / "clue_afqmc", tfds_cache)).train()
+    trained_model_dir(afqmc_run, runs_root / "clue_afqmc")  # the tiny run's, trained
     summary = evaluate_mixture("clue", str(runs_root), "validation")
     assert list(summary["scores"]) == ["AFQMC"] and summary["average"] == summary["scores"]["AFQMC"]
     assert summary["missing"][:3] == ["TNEWS", "IFLYTEK", "CLUEWSC2020"]
