@@ -16,6 +16,13 @@ from cmrcx.training.runner import Runner
 SAMPLES = package_path("data/clue_mrc_sample")
 
 
+@pytest.fixture(scope="module")
+def tfds_cache(tmp_path_factory):
+    """One prepared-data cache for the module: each task's splits are prepared once, for
+    its run and its gold-score decoding alike (a store is keyed by the data it holds)."""
+    return tmp_path_factory.mktemp("tfds")
+
+
 def runner(gin_file, model_dir, tfds_cache, steps=6):
     argv = [
         f"--gin_file={gin_file}",
@@ -29,8 +36,8 @@ def runner(gin_file, model_dir, tfds_cache, steps=6):
     return Runner(launch.run_config_from_gin())
 
 
-def train_and_evaluate(gin_file, tmp_path):
-    run = runner(gin_file, tmp_path / "run", tmp_path / "tfds")
+def train_and_evaluate(gin_file, tmp_path, tfds_cache):
+    run = runner(gin_file, tmp_path / "run", tfds_cache)
     state, losses = run.train()
     assert all(np.isfinite(loss) for _, loss in losses)
     results = run.evaluate(state, 6, "validation")
@@ -38,8 +45,8 @@ def train_and_evaluate(gin_file, tmp_path):
     return run, results, tmp_path / "run"
 
 
-def test_cmrc2018_tiny_run(tmp_path):
-    run, results, model_dir = train_and_evaluate("clue_cmrc2018_tiny.gin", tmp_path)
+def test_cmrc2018_tiny_run(tmp_path, tfds_cache):
+    run, results, model_dir = train_and_evaluate("clue_cmrc2018_tiny.gin", tmp_path, tfds_cache)
     assert set(results) == {"EM", "F1", "AVERAGE"}
     name = run.task.train_task
     predictions = model_dir / "predictions" / f"{name}_validation.json"
@@ -51,8 +58,8 @@ def test_cmrc2018_tiny_run(tmp_path):
     assert len(submission) == 3
 
 
-def test_chid_tiny_run(tmp_path):
-    run, results, model_dir = train_and_evaluate("clue_chid11_tiny.gin", tmp_path)
+def test_chid_tiny_run(tmp_path, tfds_cache):
+    run, results, model_dir = train_and_evaluate("clue_chid11_tiny.gin", tmp_path, tfds_cache)
     assert set(results) == {"accuracy", "accuracy_assignment"}
     dev = chid.read_split(f"{SAMPLES}/chid_public", "validation")
     written = model_dir / "predictions" / f"{run.task.train_task}_validation.json"
@@ -65,8 +72,8 @@ def test_chid_tiny_run(tmp_path):
     assert set(submission) == {blank.tag for blank in test.blanks}
 
 
-def test_c3_tiny_run(tmp_path):
-    run, results, model_dir = train_and_evaluate("clue_c311_tiny.gin", tmp_path)
+def test_c3_tiny_run(tmp_path, tfds_cache):
+    run, results, model_dir = train_and_evaluate("clue_c311_tiny.gin", tmp_path, tfds_cache)
     assert set(results) == {"accuracy"}
     dev = c3.read_split(f"{SAMPLES}/c3_public", "validation")
     lines = (model_dir / "predictions" / f"{run.task.train_task}_validation.json").read_text()
@@ -99,10 +106,10 @@ def oracle_scores(run_task, split):
     [("clue_cmrc2018_tiny.gin", "train", "EM"), ("clue_chid11_tiny.gin", "validation", "accuracy"),
      ("clue_c311_tiny.gin", "validation", "accuracy")],
 )  # fmt: skip
-def test_decoding_the_gold_scores_gives_full_marks(gin_file, split, metric, tmp_path):
+def test_decoding_the_gold_scores_gives_full_marks(gin_file, split, metric, tmp_path, tfds_cache):
     """Scores peaked at the gold answers decode to the gold answers: 100, so the rows, the
     decoding and the metric line up (a shifted or shuffled row would cost points)."""
-    run_task = runner(gin_file, tmp_path / "run", tmp_path / "tfds").task
+    run_task = runner(gin_file, tmp_path / "run", tfds_cache).task
     scores, example_index = oracle_scores(run_task, split)
     evaluation = run_task.evaluation(split)
     for start in range(0, len(scores), 5):  # in batches, as the runner feeds them
