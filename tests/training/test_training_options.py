@@ -239,7 +239,7 @@ def test_config_rejects_unknown_options():
         BertConfig(dtype="float16")
 
 
-def test_options_from_gin(clean_gin, tmp_path):
+def test_options_from_gin(clean_gin, tmp_path, cmrc2019_tfds):
     """fsdp + bf16 + remat + accumulation, all from gin files and bindings: train and eval."""
     launch.parse_gin(
         ["cmrc2019_tiny.gin", "partitioning/fsdp.gin", "precision/bf16.gin", "precision/remat.gin"],
@@ -247,7 +247,7 @@ def test_options_from_gin(clean_gin, tmp_path):
             f"MODEL_DIR = '{tmp_path}'",
             "RunConfig.num_train_steps = 2",
             "RunConfig.grad_accum_steps = 2",
-            f"RunConfig.tfds_cache_dir = '{tmp_path / 'tfds'}'",
+            f"RunConfig.tfds_cache_dir = '{cmrc2019_tfds}'",
         ],
     )
     run = launch.run_config_from_gin()
@@ -298,8 +298,17 @@ def test_scoring_on_one_cpu_device_runs_the_attention_by_head(monkeypatch):
     assert not inference.enabled()
 
 
+@pytest.fixture(scope="module")
+def cmrc2019_tfds(tmp_path_factory):
+    """One prepared-data cache for the module's cmrc2019_tiny.gin runs (a store is keyed by
+    the data it holds): the sample is prepared once."""
+    return tmp_path_factory.mktemp("tfds")
+
+
 @pytest.mark.parametrize("optimizer", ["adamw", "released_script"])
-def test_metric_lines_carry_each_steps_learning_rate(tiny_runner, tmp_path, optimizer):
+def test_metric_lines_carry_each_steps_learning_rate(
+    tiny_runner, tmp_path, optimizer, cmrc2019_tfds
+):
     """metrics.jsonl's train lines hold the rate the line's last update used: the paper
     schedule's after k updates (adamw), lr * warmup_linear(k / t_total)^2 (the script's)."""
     import json
@@ -313,6 +322,7 @@ def test_metric_lines_carry_each_steps_learning_rate(tiny_runner, tmp_path, opti
         "RunConfig.log_every = 2",
         "RunConfig.warmup_fraction = 0.5",
         f"RunConfig.optimizer = '{optimizer}'",
+        f"RunConfig.tfds_cache_dir = '{cmrc2019_tfds}'",
     )
     runner.train()
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").open()]
