@@ -18,8 +18,6 @@ import json
 import os
 import sys
 
-from jax import monitoring
-
 _EVENTS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace",
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
@@ -46,6 +44,11 @@ def _on_event(event: str, **_) -> None:
 
 
 def pytest_configure(config):
+    # jax loads here, after tests/conftest.py has set the session's compilation-cache
+    # variables (jax reads them once, when it is imported): a plugin given with `-p`
+    # loads before conftest.py, and importing jax there would turn the cache off.
+    from jax import monitoring
+
     if os.environ.get("COMPILE_LOG"):
         monitoring.register_event_duration_secs_listener(_on_duration)
         monitoring.register_event_listener(_on_event)
