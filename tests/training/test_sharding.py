@@ -1,7 +1,8 @@
 """Same losses on 1 device and on 8 simulated CPU devices, in every mesh and rule set.
 
 The mesh needs XLA_FLAGS set before JAX starts, so the training runs in a child
-process; it prints the per-step losses of each mesh as JSON.
+process; it prints the per-step losses of each mesh as JSON, and the layout of the meshes
+cmrcx.training.partitioning builds there (the one process of 8 devices these tests start).
 """
 
 import json
@@ -40,6 +41,12 @@ CHILD = textwrap.dedent(
                 "target_blank": rng.integers(0, 3, [batch_size]).astype(np.int32),
                 "example_mask": np.ones([batch_size], np.int32)}
     batches = [batch() for _ in range(3)]
+
+    # (-1, 2) on 8 devices, and a hybrid mesh of this one process (one slice).
+    mesh = partitioning.make_mesh((-1, 2))
+    hybrid = partitioning.make_mesh((-1, 2), dcn_mesh_shape=(1, 1))
+    layout = {"shape": dict(mesh.shape), "ids": [[d.id for d in row] for row in mesh.devices],
+              "hybrid_is_the_mesh": bool((hybrid.devices == mesh.devices).all())}
 
     def expected_bytes(logical_specs, shapes, split):
         # Per-device bytes if each array is divided by split(its logical axis names).
@@ -92,12 +99,16 @@ CHILD = textwrap.dedent(
                 shard.data.nbytes for leaf in jax.tree.leaves(state.params)
                 for shard in leaf.addressable_shards if shard.device == devices[0]),
         }
+    print("LAYOUT" + json.dumps(layout))
     print("RESULT" + json.dumps({"devices": jax.device_count(), **results}))
     """
 )
 
 
 def test_losses_match_across_meshes():
+    """Also test_partitioning.py's meshes on eight simulated devices, merged here (one child
+    of 8 devices): (-1, 2) is 4 x 2 in device order, and a hybrid mesh of that one process
+    is the same mesh."""
     env = {
         **os.environ,
         "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
@@ -110,6 +121,11 @@ def test_losses_match_across_meshes():
     line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
     result = json.loads(line[len("RESULT") :])
     assert result["devices"] == 8
+    line = next(x for x in out.stdout.splitlines() if x.startswith("LAYOUT"))
+    layout = json.loads(line[len("LAYOUT") :])
+    assert layout["shape"] == {"data": 4, "model": 2}, layout["shape"]
+    assert layout["ids"] == [[0, 1], [2, 3], [4, 5], [6, 7]], layout["ids"]
+    assert layout["hybrid_is_the_mesh"]
     reference = np.array(result["1x1"]["losses"])
     assert reference[0] != reference[1]  # the optimizer moved: a real trajectory
     for mesh in ("data 8x1", "data 4x2", "fsdp 8x1", "tensor 2x4"):
