@@ -1,6 +1,8 @@
 """`cmrcx.models.attention`: the einsums or `jax.nn.dot_product_attention`, by platform and
 setting; both give the same outputs and gradients in every routed family (CPU: XLA's kernel)."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,6 +10,10 @@ import pytest
 
 from cmrcx.models import attention, attention_check
 from cmrcx.models.bert import BertEncoder
+
+# These tests check routing and masking, not codegen: XLA's optimisation level 0 compiles
+# the programs they jit faster.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 @pytest.mark.parametrize(
@@ -59,11 +65,17 @@ def test_the_cudnn_bias_folds_mask_and_bias_into_the_same_attention():
     mask = causal[None, None] & real[:, None, None, :]
     bias = jnp.asarray(np.random.default_rng(1).standard_normal((1, 2, 6, 6)), jnp.float32)
     padding_bias = jnp.where(real, 0.0, jnp.finfo(jnp.float32).min)[:, None, None, :]
-    for separate in ({"bias": bias, "mask": mask}, {"bias": padding_bias}, {"mask": mask}):
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # one compile, not one per op
+    def folded_expected_mine(separate):
         folded = attention._cudnn_bias(query, key, separate.get("bias"), separate.get("mask"))
-        assert folded.shape[::2] == (2, 6) and folded.shape[3] == 6
         expected = attention.dot_product_attention(query, key, value, kernel="xla", **separate)
         mine = attention.dot_product_attention(query, key, value, bias=folded, kernel="xla")
+        return folded, expected, mine
+
+    for separate in ({"bias": bias, "mask": mask}, {"bias": padding_bias}, {"mask": mask}):
+        folded, expected, mine = folded_expected_mine(separate)
+        assert folded.shape[::2] == (2, 6) and folded.shape[3] == 6
         np.testing.assert_allclose(np.asarray(mine), np.asarray(expected), atol=1e-6)
 
 
@@ -134,13 +146,19 @@ def test_training_with_attention_dropout_keeps_the_einsums(dot_product_calls):
     config = attention_check.SMALL["bert"]  # attention_dropout 0.1
     ids = jnp.ones((2, 8), jnp.int32)
     model = BertEncoder(config)
+
+    def jit(fn):  # traced once (the calls are counted as traced), compiled once
+        return jax.jit(fn, compiler_options=FAST_COMPILE)
+
     with attention.implementation("dot_product"):
-        params = model.init(jax.random.key(0), ids, ids * 0, ids)  # inference: routed
+        params = jit(model.init)(jax.random.key(0), ids, ids * 0, ids)  # inference: routed
         layers = len(dot_product_calls)
         assert layers > 0
-        model.apply(params, ids, ids * 0, ids, False, rngs={"dropout": jax.random.key(1)})
+        jit(lambda p, k: model.apply(p, ids, ids * 0, ids, False, rngs={"dropout": k}))(
+            params, jax.random.key(1)
+        )
         assert len(dot_product_calls) == layers  # training with dropout: none
-        model.apply(params, ids, ids * 0, ids, True)
+        jit(lambda p: model.apply(p, ids, ids * 0, ids, True))(params)
         assert len(dot_product_calls) == 2 * layers
 
 
