@@ -88,7 +88,7 @@ def _init(module, family: str, rng, x):
     return module.init(rng, x["ids"], x["mask"], x["ids"], x["mask"])["params"]
 
 
-def _outputs(run, params, x, projection, name: str):
+def _outputs(run, params, x, projection, name: str, compiler_options=None):
     """(forward output, gradient of sum(output * projection) w.r.t. params), traced with
     attention implementation `name` (each call its own jit: the setting is read at trace)."""
 
@@ -99,7 +99,7 @@ def _outputs(run, params, x, projection, name: str):
         with attention.implementation(name):
             return run(params, x).astype(jnp.float32), jax.grad(loss)(params)
 
-    return jax.jit(both)(params)
+    return jax.jit(both, compiler_options=compiler_options)(params)
 
 
 def _max_differences(mine, reference) -> dict[str, float]:
@@ -116,6 +116,7 @@ def compare_implementations(
     length: int = 32,
     configs: dict | None = None,
     seed: int = 0,
+    compiler_options: dict | None = None,
 ) -> dict[str, dict]:
     """Each family's output and parameter gradient, einsums against dot_product_attention,
     on JAX's default device.
@@ -129,6 +130,7 @@ def compare_implementations(
     absolute difference over the reference's largest magnitude (whole output, or over all
     parameter gradients). Below float32, also "einsum_vs_float32" and
     "dot_product_vs_float32": {"forward", "grad"} each against the float32 einsums.
+    compiler_options: XLA's, for every program it jits (the tests' optimisation level 0).
     """
     results = {}
     for family in families:
@@ -141,11 +143,11 @@ def compare_implementations(
             raise ValueError(f"{family}: length {length} > the config's {length_cap} positions")
         x = _inputs(config, batch, length, seed)
         init, run = _forward(family, config)
-        params = jax.jit(init)(jax.random.key(seed), x)
+        params = jax.jit(init, compiler_options=compiler_options)(jax.random.key(seed), x)
         shape = jax.eval_shape(run, params, x).shape
         projection = jax.random.normal(jax.random.key(seed + 1), shape, jnp.float32)
-        reference = _outputs(run, params, x, projection, "einsum")
-        mine = _outputs(run, params, x, projection, "dot_product")
+        reference = _outputs(run, params, x, projection, "einsum", compiler_options)
+        mine = _outputs(run, params, x, projection, "dot_product", compiler_options)
         query = jnp.zeros((1, 1, 1, _head_dim(config)), jnp.dtype(dtype))
         results[family] = {
             "kernel": attention.kernel_for(query),
@@ -154,7 +156,7 @@ def compare_implementations(
         }
         if dtype != "float32":  # each against the float32 einsums: which is nearer
             _, run32 = _forward(family, dataclasses.replace(config, dtype="float32"))
-            exact = _outputs(run32, params, x, projection, "einsum")
+            exact = _outputs(run32, params, x, projection, "einsum", compiler_options)
             for name, outputs in (("einsum", reference), ("dot_product", mine)):
                 results[family][f"{name}_vs_float32"] = {
                     "forward": _max_differences(outputs[0], exact[0]),

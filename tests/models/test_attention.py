@@ -114,7 +114,11 @@ def test_both_implementations_agree_in_every_family(family, dtype, dot_product_c
     of their largest; LongLM-shaped T5 at 12 tokens: forward 0.8% from float32 against the
     einsums' 0.6%, gradients 4.8% against 6.4%); the kernel must be as near the float32
     result as the einsums, within a factor 2 (bf16's noise, not a masking error)."""
-    result = attention_check.compare_implementations([family], dtype=dtype, batch=2, length=12)
+    # float32 (the default suite's case) at level 0; bf16's margins as they were measured.
+    options = FAST_COMPILE if dtype == "float32" else None
+    result = attention_check.compare_implementations(
+        [family], dtype=dtype, batch=2, length=12, compiler_options=options
+    )
     found = result[family]
     assert found["kernel"] == "xla"
     assert dot_product_calls and set(dot_product_calls) == {"xla"}
