@@ -27,6 +27,12 @@ TINY = dict(
 )
 
 
+def fast_jit(fn):
+    """fn jitted (one compile, not one per op) at XLA's optimisation level 0: these tests
+    check semantics, not codegen, and level 0 compiles faster."""
+    return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0})
+
+
 def batch(shape=(2, 10), seed=0):
     rng = np.random.default_rng(seed)
     ids = rng.integers(1, TINY["vocab_size"], shape)
@@ -63,9 +69,9 @@ def test_layers_differ_only_in_their_input():
     ids, types, mask = batch()
     two = AlbertEncoder(AlbertConfig(**TINY, num_layers=2))
     three = AlbertEncoder(AlbertConfig(**TINY, num_layers=3))
-    params = two.init(jax.random.key(1), ids, types, mask)
-    hidden_two, _ = two.apply(params, ids, types, mask)
-    hidden_three, _ = three.apply(params, ids, types, mask)  # the same tree fits
+    params = fast_jit(two.init)(jax.random.key(1), ids, types, mask)
+    hidden_two, _ = fast_jit(two.apply)(params, ids, types, mask)
+    hidden_three, _ = fast_jit(three.apply)(params, ids, types, mask)  # the same tree fits
     assert hidden_two.shape == hidden_three.shape == (2, 10, 16)
     assert not np.allclose(hidden_two, hidden_three)
 
@@ -100,11 +106,11 @@ def test_classification_span_and_multiple_choice_heads_run_over_albert(layout):
                             "classifier"),
     }  # fmt: skip
 
-    @jax.jit
+    @fast_jit
     def init(key):
         return {p: net.init(key, *inputs)["params"] for p, (net, inputs, _, _) in cases.items()}
 
-    @jax.jit
+    @fast_jit
     def run(params):
         return {
             p: net.apply({"params": params[p]}, *inputs, False, rngs={"dropout": jax.random.key(3)})
@@ -125,10 +131,10 @@ def test_classification_span_and_multiple_choice_heads_run_over_albert(layout):
 def test_remat_and_bfloat16_give_the_same_gradients(remat_policy):
     ids, types, mask = batch()
     base = AlbertEncoder(AlbertConfig(**TINY, num_layers=3))
-    params = base.init(jax.random.key(0), ids, types, mask)
+    params = fast_jit(base.init)(jax.random.key(0), ids, types, mask)
 
     def grads(model):
-        return jax.jit(jax.grad(lambda p: jnp.sum(model.apply(p, ids, types, mask)[0] ** 2)))(
+        return fast_jit(jax.grad(lambda p: jnp.sum(model.apply(p, ids, types, mask)[0] ** 2)))(
             params
         )
 
@@ -140,7 +146,7 @@ def test_remat_and_bfloat16_give_the_same_gradients(remat_policy):
     for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5 * scale, rtol=0)
     half = AlbertEncoder(AlbertConfig(**TINY, num_layers=3, dtype="bfloat16"))
-    hidden, pooled = half.apply(params, ids, types, mask)
+    hidden, pooled = fast_jit(half.apply)(params, ids, types, mask)
     assert hidden.dtype == jnp.bfloat16 and pooled.shape == (2, 16)
 
 
