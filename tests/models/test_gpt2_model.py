@@ -6,6 +6,7 @@ drawing cmrcx's Gumbel noise in place of `torch.multinomial`)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -84,7 +85,7 @@ def test_logits_match_transformers(converted):
             input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
             position_ids=torch.tensor(np.asarray(positions_of(mask))),
         ).logits.numpy()  # fmt: skip
-    got = np.asarray(GPT2LMHeadModel(config).apply({"params": params}, ids, mask))
+    got = np.asarray(jax.jit(GPT2LMHeadModel(config).apply)({"params": params}, ids, mask))
     real = mask > 0
     scale = np.abs(want).max()
     np.testing.assert_allclose(got[real], want[real], atol=1e-5 * scale, rtol=0)
@@ -99,19 +100,27 @@ def test_cache_steps_give_the_teacher_forced_logits(converted):
     right_mask = np.stack([np.roll(m, -int((m == 0).sum())) for m in mask])
     more = np.random.default_rng(3).integers(3, ODD["vocab_size"], [4, 5])
     model = GPT2DecodeModel(config)
-    cache = model.init_cache(params, model.encode(params, right_ids, right_mask), 6)
-    steps = [model.decode_step(params, jnp.full([4], 1), cache, jnp.int32(0), right_mask)[0]]
-    for t in range(5):
-        logits, cache = model.decode_step(params, more[:, t], cache, jnp.int32(t + 1), right_mask)
-        steps.append(logits)
-    steps = np.stack(steps, 1)  # [batch, 6, vocab]
-    full = np.asarray(
-        GPT2LMHeadModel(config).apply(
+
+    # One program (not one compile per op), at XLA's optimisation level 0: the cache's
+    # semantics, not codegen, are checked here (parity with transformers: above, below).
+    @functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 0})
+    def steps_and_full(params):
+        cache = model.init_cache(params, model.encode(params, right_ids, right_mask), 6)
+        steps = [model.decode_step(params, jnp.full([4], 1), cache, jnp.int32(0), right_mask)[0]]
+        for t in range(5):
+            logits, cache = model.decode_step(
+                params, more[:, t], cache, jnp.int32(t + 1), right_mask
+            )
+            steps.append(logits)
+        full = GPT2LMHeadModel(config).apply(
             {"params": params},
             np.concatenate([ids, more], 1),
             np.pad(mask, [(0, 0), (0, 5)], constant_values=1),
         )
-    )[:, ids.shape[1] - 1 :]
+        return jnp.stack(steps, 1), full  # [batch, 6, vocab], [batch, 14, vocab]
+
+    steps, full = (np.asarray(x) for x in steps_and_full(params))
+    full = full[:, ids.shape[1] - 1 :]
     np.testing.assert_allclose(steps, full, atol=1e-5 * np.abs(full).max(), rtol=0)
 
 
