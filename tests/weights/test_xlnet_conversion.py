@@ -13,6 +13,7 @@ choice logits (XLNetForMultipleChoice).
 
 from __future__ import annotations
 
+import functools
 import json
 
 import jax
@@ -79,6 +80,12 @@ def converted(model, tmp_path, name="hf"):
     return exports.read_network(str(out))
 
 
+@functools.cache
+def encoder_apply(config: XLNetConfig):
+    """XLNetEncoder(config).apply, jitted once per config: one compile, not one per op."""
+    return jax.jit(XLNetEncoder(config).apply)
+
+
 def head_params(model, names):
     """{cmrcx head layer: {kernel, bias}} from the torch task model's linear layers."""
     out = {}
@@ -100,7 +107,7 @@ def test_hidden_states_match_xlnet_model(tmp_path):
     ids, types, mask = left_padded_batch()
     with torch.no_grad():
         want = model(**torch_inputs(ids, types, mask)).last_hidden_state.numpy()
-    got, _ = XLNetEncoder(config).apply({"params": params}, ids, types, mask)
+    got, _ = encoder_apply(config)({"params": params}, ids, types, mask)
     assert np.abs(want).max() > 1.0  # outputs of order 1: the tolerance means something
     np.testing.assert_allclose(np.asarray(got), want, atol=1e-5, rtol=0)
 
@@ -112,7 +119,7 @@ def test_clamp_len_and_relu(tmp_path):
     ids, types, mask = left_padded_batch(seed=1)
     with torch.no_grad():
         want = model(**torch_inputs(ids, types, mask)).last_hidden_state.numpy()
-    got, _ = XLNetEncoder(config).apply({"params": params}, ids, types, mask)
+    got, _ = encoder_apply(config)({"params": params}, ids, types, mask)
     np.testing.assert_allclose(np.asarray(got), want, atol=1e-5, rtol=0)
 
 
@@ -124,7 +131,7 @@ def test_classification_logits_match_xlnet_for_sequence_classification(tmp_path)
     ids, types, mask = left_padded_batch(seed=2)
     with torch.no_grad():
         want = model(**torch_inputs(ids, types, mask)).logits.numpy()
-    got = network.apply({"params": tree}, ids, types, mask)
+    got = jax.jit(network.apply)({"params": tree}, ids, types, mask)
     np.testing.assert_allclose(np.asarray(got), want, atol=1e-5, rtol=0)
 
 
@@ -136,7 +143,7 @@ def test_span_logits_match_xlnet_for_question_answering_simple(tmp_path):
     ids, types, mask = left_padded_batch(seed=3)
     with torch.no_grad():
         out = model(**torch_inputs(ids, types, mask))
-    got = np.asarray(network.apply({"params": tree}, ids, types, mask))
+    got = np.asarray(jax.jit(network.apply)({"params": tree}, ids, types, mask))
     np.testing.assert_allclose(got[:, 0], out.start_logits.numpy(), atol=1e-5, rtol=0)
     np.testing.assert_allclose(got[:, 1], out.end_logits.numpy(), atol=1e-5, rtol=0)
 
@@ -149,7 +156,7 @@ def test_choice_logits_match_xlnet_for_multiple_choice(tmp_path):
     ids, types, mask = (x.reshape(2, 3, LENGTH) for x in left_padded_batch(seed=4, rows=6))
     with torch.no_grad():
         want = model(**{k: v for k, v in torch_inputs(ids, types, mask).items()}).logits.numpy()
-    got = network.apply({"params": tree}, ids, types, mask)
+    got = jax.jit(network.apply)({"params": tree}, ids, types, mask)
     np.testing.assert_allclose(np.asarray(got), want, atol=1e-5, rtol=0)
 
 
@@ -171,7 +178,7 @@ def test_lm_head_model_converts_and_drops_its_head(tmp_path, capsys):
     ids, types, mask = left_padded_batch(seed=5)
     with torch.no_grad():
         want = model.transformer(**torch_inputs(ids, types, mask)).last_hidden_state.numpy()
-    got, _ = XLNetEncoder(config).apply({"params": params}, ids, types, mask)
+    got, _ = encoder_apply(config)({"params": params}, ids, types, mask)
     np.testing.assert_allclose(np.asarray(got), want, atol=1e-5, rtol=0)
 
 
