@@ -12,9 +12,11 @@ the shared layer copied into every layer.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
+import jax
 import numpy as np
 import pytest
 
@@ -55,6 +57,12 @@ XXLARGE = dict(  # google-research/albert's AlbertConfig defaults (albert_xxlarg
 )
 
 
+@functools.cache
+def encoder_apply(config):
+    """AlbertEncoder(config).apply, jitted once per config: one compile, not one per op."""
+    return jax.jit(AlbertEncoder(config).apply)
+
+
 def reference_model(geometry: dict, seed: int = 0, kind: str = "AlbertModel", act="gelu_new"):
     config = transformers.AlbertConfig(**geometry, hidden_act=act)
     return random_reference(lambda: getattr(transformers, kind)(config), seed)
@@ -65,7 +73,7 @@ def assert_same_outputs(model, export_dir, vocab_size, atol=1e-5):
     ids, types, mask = token_batch(vocab_size)
     want_hidden, want_pooled = torch_outputs(model, ids, types, mask)
     config, params = exports.read_network(str(export_dir))
-    hidden, pooled = AlbertEncoder(config).apply({"params": params}, ids, types, mask)
+    hidden, pooled = encoder_apply(config)({"params": params}, ids, types, mask)
     np.testing.assert_allclose(np.asarray(hidden), want_hidden, atol=atol, rtol=0)
     if want_pooled is not None:
         np.testing.assert_allclose(np.asarray(pooled), want_pooled, atol=atol, rtol=0)
@@ -299,7 +307,7 @@ def test_albert_zh_tf_release_parity_and_verify(tmp_path, capsys):
         )
     config, params = exports.read_network(str(tmp_path / "out"))
     assert config.embedding_layout == "albert_zh" and config.hidden_act == "gelu_new"
-    hidden, pooled = AlbertEncoder(config).apply({"params": params}, ids, types, mask)
+    hidden, pooled = encoder_apply(config)({"params": params}, ids, types, mask)
     np.testing.assert_allclose(
         np.asarray(hidden), want.last_hidden_state.numpy(), atol=1e-5, rtol=0
     )
@@ -325,7 +333,7 @@ def test_hf_export_of_both_layouts_loads_in_transformers(tmp_path):
         )
         assert not info["missing_keys"] and not info["unexpected_keys"]
         want_hidden, want_pooled = torch_outputs(reloaded.eval(), ids, types, mask)
-        got = AlbertEncoder(release.config).apply({"params": release.params}, ids, types, mask)
+        got = encoder_apply(release.config)({"params": release.params}, ids, types, mask)
         np.testing.assert_allclose(np.asarray(got[0]), want_hidden, atol=1e-5, rtol=0)
         np.testing.assert_allclose(np.asarray(got[1]), want_pooled, atol=1e-5, rtol=0)
 
