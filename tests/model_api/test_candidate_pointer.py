@@ -96,6 +96,11 @@ def bert_states(params, ids, types, mask):
 
 
 @jax.jit
+def gpt2_states(params, ids, mask):
+    return gpt2.GPT2LMHeadModel(GPT2).apply({"params": params}, ids, mask, method="states")
+
+
+@jax.jit
 def t5_states(params, ids, mask):
     """T5's decoder over [start] + input_ids with the encoder over input_ids."""
 
@@ -116,8 +121,7 @@ def network_states(name: str, params, batch) -> np.ndarray:
     if name == "bert":
         return np.asarray(bert_states(params["bert"], ids, batch["token_type_ids"], mask))
     if name == "gpt2":  # the last layer's states, after ln_f
-        apply = gpt2.GPT2LMHeadModel(GPT2).apply
-        return np.asarray(apply({"params": params["gpt2"]}, ids, mask, method="states"))
+        return np.asarray(gpt2_states(params["gpt2"], ids, mask))
     return np.asarray(t5_states(params["t5"], ids, mask))
 
 
