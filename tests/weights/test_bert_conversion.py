@@ -12,6 +12,7 @@ states are compared for them.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -73,8 +74,14 @@ def reference_model(geometry: dict, seed: int = 0, kind: str = "BertModel"):
 def flax_outputs(export_dir, ids, types, mask):
     config = exports.read_model_config(export_dir)
     params = exports.load_params(export_dir, None)["bert"]
-    hidden, pooled = BertEncoder(config).apply({"params": params}, ids, types, mask)
+    hidden, pooled = encoder_apply(config)({"params": params}, ids, types, mask)
     return np.asarray(hidden), np.asarray(pooled)
+
+
+@functools.cache
+def encoder_apply(config: BertConfig):
+    """BertEncoder(config).apply, jitted once per config: one compile, not one per op."""
+    return jax.jit(BertEncoder(config).apply)
 
 
 def assert_same_outputs(model, export_dir, geometry, atol=1e-5, length=24):
