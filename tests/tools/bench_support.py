@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import math
 import subprocess
 import sys
 
@@ -48,5 +47,5 @@ def bench_in_process(*args: str) -> dict:
         if args.command == "layerops":
             torch.set_num_threads(threads)
     assert stdout.getvalue() == ""  # stdout stays exactly one JSON object
-    assert all(math.isfinite(v) for v in cli._numbers(report))
+    cli.check_finite(report)
     return report

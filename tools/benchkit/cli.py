@@ -99,6 +99,11 @@ def main() -> None:
         print(json.dumps(report, indent=1))
     else:
         show(report)
+    check_finite(report)
+
+
+def check_finite(report) -> None:
+    """Every figure of the report is finite (else the command fails)."""
     if not all(math.isfinite(v) for v in _numbers(report)):
         raise SystemExit("non-finite figure in the report")
 
