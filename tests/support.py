@@ -13,6 +13,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+# `jax.jit(..., compiler_options=FAST_COMPILE)`: XLA's optimisation level 0, for tests that
+# check semantics, not codegen (it compiles faster); parity tests keep the default level.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+
 def run_cli_in(root: Path, module: str, *args, timeout: float = 600, **kwargs):
     """`python -m cmrcx.<module> ARGS` in a child process at `root`, this checkout first
     on the path; the CompletedProcess with text stdout/stderr."""

@@ -14,6 +14,7 @@ import pytest
 
 from cmrcx.models import registry
 from cmrcx.models.albert import AlbertConfig, AlbertEncoder
+from tests.support import FAST_COMPILE
 
 TINY = dict(
     vocab_size=64,
@@ -30,7 +31,7 @@ TINY = dict(
 def fast_jit(fn):
     """fn jitted (one compile, not one per op) at XLA's optimisation level 0: these tests
     check semantics, not codegen, and level 0 compiles faster."""
-    return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0})
+    return jax.jit(fn, compiler_options=FAST_COMPILE)
 
 
 def batch(shape=(2, 10), seed=0):

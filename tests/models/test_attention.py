@@ -10,10 +10,7 @@ import pytest
 
 from cmrcx.models import attention, attention_check
 from cmrcx.models.bert import BertEncoder
-
-# These tests check routing and masking, not codegen: XLA's optimisation level 0 compiles
-# the programs they jit faster.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
+from tests.support import FAST_COMPILE
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ import pytest
 from cmrcx.models import decoding, registry
 from cmrcx.models.gpt2 import GPT2DecodeModel, GPT2LMHeadModel, positions_of
 from cmrcx.weights import gpt2 as gpt2_weights
+from tests.support import FAST_COMPILE
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -103,7 +104,7 @@ def test_cache_steps_give_the_teacher_forced_logits(converted):
 
     # One program (not one compile per op), at XLA's optimisation level 0: the cache's
     # semantics, not codegen, are checked here (parity with transformers: above, below).
-    @functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 0})
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
     def steps_and_full(params):
         cache = model.init_cache(params, model.encode(params, right_ids, right_mask), 6)
         steps = [model.decode_step(params, jnp.full([4], 1), cache, jnp.int32(0), right_mask)[0]]

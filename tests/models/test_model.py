@@ -9,6 +9,7 @@ from flax.linen import meta
 from cmrcx.model_api.cloze import ClozeModel
 from cmrcx.models import registry
 from cmrcx.models.bert import BertConfig
+from tests.support import FAST_COMPILE
 
 TINY = BertConfig(
     vocab_size=300,
@@ -63,10 +64,6 @@ def test_default_config_is_bert_base_chinese():
     assert embeddings["word_embeddings"]["embedding"].shape == (21128, 768)
     assert embeddings["position_embeddings"]["embedding"].shape == (512, 768)
     assert embeddings["token_type_embeddings"]["embedding"].shape == (2, 768)
-
-
-# These tests check semantics, not codegen: XLA's optimisation level 0 compiles faster.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 class Jitted:

@@ -30,10 +30,7 @@ from cmrcx.models.t5 import (
     shift_right,
 )
 from cmrcx.training import partitioning
-
-# These tests check semantics, not codegen: XLA's optimisation level 0 compiles the
-# tiny models in half the time (parity with PyTorch runs at the default level).
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
+from tests.support import FAST_COMPILE
 
 # Odd sizes, so a transposed or mis-split axis cannot line up by accident.
 ODD = dict(

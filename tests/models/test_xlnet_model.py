@@ -13,10 +13,9 @@ import pytest
 
 from cmrcx.models import registry
 from cmrcx.models.xlnet import XLNetConfig, XLNetEncoder, rel_shift, relative_positions
+from tests.support import FAST_COMPILE
 
 TINY = XLNetConfig(vocab_size=61, d_model=16, num_layers=2, num_heads=2, d_inner=24)
-# These tests check semantics, not codegen: XLA's optimisation level 0 compiles faster.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 def batch(length: int = 9):

@@ -32,7 +32,7 @@ from cmrcx.models.t5 import T5Config, T5ForConditionalGeneration
 from cmrcx.training.run_config import RunConfig
 from cmrcx.training.runner import Runner
 from cmrcx.weights import exports
-from tests.support import REPO_ROOT
+from tests.support import FAST_COMPILE, REPO_ROOT
 
 FIXTURES = str(REPO_ROOT / "tests" / "fixtures" / "pre_registry")
 sys.path.insert(0, FIXTURES)
@@ -109,7 +109,7 @@ def _tree(model) -> dict:
     # Jitted, as the Trainer initialises: one compile per model, not one per eager op
     # (half this test's time), at XLA's optimisation level 0 (the same random bits, a
     # faster compile); the pinned sums are the eager code's, within their rel.
-    init = jax.jit(model.init, compiler_options={"xla_backend_optimization_level": 0})
+    init = jax.jit(model.init, compiler_options=FAST_COMPILE)
     boxed = init(jax.random.key(0), model.example_batch(2))
     flat, _ = jax.tree_util.tree_flatten_with_path(
         boxed, is_leaf=lambda x: isinstance(x, nn.Partitioned)
